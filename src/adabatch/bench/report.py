@@ -1,0 +1,369 @@
+"""Tables, CSV, the Markdown section of an experiment, and ``docs/results.md``.
+
+Every table reports cost next to latency (CPU s per million records, busy fraction) and
+ratios measured within the experiment's run (:func:`adabatch.bench.core.ratios`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adabatch.bench.core import Outcome, oracle, ratios, spark_default
+
+if TYPE_CHECKING:
+    from adabatch.bench.core import ExperimentResult
+
+# Summary fields of summaries.csv, after the config's own fields and before the ratios.
+CSV_FIELDS = (
+    "stable",
+    "batches",
+    "records",
+    "mean_interval_s",
+    "cv_interval",
+    "mean_blocks",
+    "mean_processing_s",
+    "mean_queue_delay_s",
+    "max_queue_delay_s",
+    "mean_latency_s",
+    "p95_latency_s",
+    "mean_record_latency_s",
+    "p95_record_latency_s",
+    "throughput_rps",
+    "overloaded_fraction",
+    "busy_fraction",
+    "spark_busy_fraction",
+    "cpu_s",
+    "cpu_s_per_million_records",
+    "cpu_cores_used",
+    "final_queue_len",
+    "queue_slope",
+    "wall_s",
+    "lost_reports",
+)
+RATIO_FIELDS = ("latency_to_oracle", "cpu_to_oracle", "latency_to_default", "cpu_to_default")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A titled table of formatted cells (rendered as Markdown)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    note: str = ""
+
+    def markdown(self) -> str:
+        lines = []
+        if self.title:
+            lines += [f"**{self.title}**", ""]
+        lines.append("| " + " | ".join(self.columns) + " |")
+        lines.append("|" + "|".join("---" for _ in self.columns) + "|")
+        for row in self.rows:
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+        if self.note:
+            lines += ["", self.note]
+        return "\n".join(lines)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A table cell: ``-`` for missing/NaN, yes/NO for booleans, numbers to ``digits``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf"
+        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.{digits}f}"
+    return str(value)
+
+
+def fmt_ratio(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:.2f}x"
+
+
+def describe_config(outcome: Outcome) -> str:
+    """Short description of what ran: controller and its parameters, or the trigger."""
+    c = outcome.config
+    if c.role == "spark-default":
+        return "Spark default trigger"
+    if c.role == "trigger":
+        return f"Spark trigger {c.trigger}"
+    params = ", ".join(f"{k}={v}" for k, v in c.params.items())
+    return f"{c.controller}" + (f" ({params})" if params else "")
+
+
+# (header, function of (outcome, its ratios)) — the standard columns of every table.
+Column = tuple[str, Callable[[Outcome, Mapping[str, float]], str]]
+STANDARD_COLUMNS: tuple[Column, ...] = (
+    ("config", lambda o, r: o.name),
+    ("what", lambda o, r: describe_config(o)),
+    ("stable", lambda o, r: fmt(o.stable)),
+    ("interval (s)", lambda o, r: fmt(o.get("mean_interval_s"), 2)),
+    ("latency x+q+p (s)", lambda o, r: fmt(o.get("mean_latency_s"), 2)),
+    ("p95 latency (s)", lambda o, r: fmt(o.get("p95_latency_s"), 2)),
+    ("record latency (s)", lambda o, r: fmt(o.get("mean_record_latency_s"), 2)),
+    ("vs oracle", lambda o, r: fmt_ratio(r["latency_to_oracle"])),
+    ("vs spark-default", lambda o, r: fmt_ratio(r["latency_to_default"])),
+    ("busy", lambda o, r: fmt(o.get("busy_fraction"), 2)),
+    ("CPU s/M rec", lambda o, r: fmt(o.get("cpu_s_per_million_records"), 1)),
+    ("CPU vs spark-default", lambda o, r: fmt_ratio(r["cpu_to_default"])),
+)
+
+
+def standard_table(
+    outcomes: Sequence[Outcome],
+    *,
+    group: str | None = None,
+    title: str | None = None,
+    columns: Sequence[Column] = STANDARD_COLUMNS,
+    extra: Sequence[Column] = (),
+    everyone: Sequence[Outcome] | None = None,
+) -> Table:
+    """The experiment table of ``outcomes`` (those of ``group`` if given): latency, p95,
+    stability, ratios to the oracle and to spark-default, busy fraction and CPU cost.
+    ``everyone`` (default ``outcomes``) is the pool the ratios' references come from."""
+    pool = list(everyone if everyone is not None else outcomes)
+    shown = [o for o in outcomes if group is None or o.config.group == group]
+    cols = [*columns[:3], *extra, *columns[3:]]
+    rows = tuple(tuple(f(o, ratios(o, pool)) for _, f in cols) for o in shown)
+    best = oracle(pool, group) if group is not None else oracle(pool)
+    default = spark_default(pool, group) if group is not None else spark_default(pool)
+    note = "Oracle (best static interval in hindsight, lowest mean latency among stable): " + (
+        f"{best.name}" if best is not None else "none (no static interval was stable)"
+    )
+    if default is None:
+        note += "; no spark-default run in this group"
+    return Table(title if title is not None else group or "", tuple(h for h, _ in cols), rows, note)
+
+
+def group_tables(outcomes: Sequence[Outcome], **kwargs: Any) -> tuple[Table, ...]:
+    """One :func:`standard_table` per group, in the order the groups first appear."""
+    groups = list(dict.fromkeys(o.config.group for o in outcomes))
+    return tuple(standard_table(outcomes, group=g, everyone=outcomes, **kwargs) for g in groups)
+
+
+def phase_means(
+    outcome: Outcome, phases: Sequence[tuple[str, float, float]], skip_s: float = 0.0
+) -> dict[str, dict[str, float]]:
+    """Mean interval, processing, queue delay and batch latency of the batches cut in each
+    phase ``(name, start_s, end_s)`` of stream time (batches cut before ``skip_s`` left
+    out), with their count."""
+    recs = outcome.records
+    t0 = recs[0].cut_at - recs[0].interval_s if recs else 0.0
+    out = {}
+    for name, start, end in phases:
+        mine = [r for r in recs if start <= r.cut_at - t0 < end and r.cut_at - t0 >= skip_s]
+
+        def mean(key: str, mine: list = mine) -> float:
+            return float(sum(getattr(r, key) for r in mine) / len(mine)) if mine else math.nan
+
+        out[name] = {
+            "batches": float(len(mine)),
+            "interval_s": mean("interval_s"),
+            "processing_s": mean("processing_s"),
+            "queue_delay_s": mean("queue_delay_s"),
+            "latency_s": mean("latency_s"),
+        }
+    return out
+
+
+def phase_table(
+    outcomes: Sequence[Outcome],
+    phases: Sequence[tuple[str, float, float]],
+    title: str,
+    skip_s: float = 0.0,
+) -> Table:
+    """One row per outcome and phase: the :func:`phase_means`."""
+    rows = []
+    for o in outcomes:
+        for name, m in phase_means(o, phases, skip_s).items():
+            rows.append(
+                (
+                    o.name,
+                    name,
+                    f"{m['batches']:.0f}",
+                    fmt(m["interval_s"], 2),
+                    fmt(m["processing_s"], 2),
+                    fmt(m["queue_delay_s"], 2),
+                    fmt(m["latency_s"], 2),
+                )
+            )
+    columns = ("config", "phase", "batches", "interval (s)", "processing (s)", "queue (s)")
+    return Table(title, (*columns, "latency (s)"), tuple(rows))
+
+
+def summary_row(outcome: Outcome, everyone: Sequence[Outcome]) -> dict[str, Any]:
+    """One row of ``summaries.csv``."""
+    c = outcome.config
+    row: dict[str, Any] = {
+        "config": c.name,
+        "group": c.group,
+        "role": c.role,
+        "workload": c.workload,
+        "controller": c.controller,
+        "trigger": c.trigger,
+        "profile": c.profile,
+        "duration_s": c.duration_s,
+        "keys": c.keys,
+        "params": ";".join(f"{k}={v}" for k, v in c.params.items()),
+        "source_options": ";".join(f"{k}={v}" for k, v in c.source_options.items()),
+    }
+    row.update({f"label_{k}": v for k, v in c.labels.items()})
+    row.update({k: outcome.summary.get(k) for k in CSV_FIELDS})
+    row.update(ratios(outcome, everyone))
+    return row
+
+
+def write_summaries_csv(path: Path, outcomes: Sequence[Outcome]) -> Path:
+    """``summaries.csv``: one row per config, its summary and its ratios."""
+    rows = [summary_row(o, outcomes) for o in outcomes]
+    header: list[str] = []
+    for row in rows:
+        header += [k for k in row if k not in header]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return path
+
+
+def verdict_lines(result: ExperimentResult) -> list[str]:
+    out = []
+    for v in result.analysis.verdicts:
+        mark = "holds" if v.holds else "does NOT hold"
+        head = " (headline)" if v.headline else ""
+        line = f"- **{v.claim}** — {mark}{head}."
+        if v.evidence:
+            line += f" {v.evidence}"
+        out.append(line)
+    return out
+
+
+def section_markdown(result: ExperimentResult, *, link_base: Path | None = None) -> str:
+    """The experiment's Markdown section; figure links relative to ``link_base`` (default:
+    the experiment directory)."""
+    exp, a, s = result.experiment, result.analysis, result.settings
+    base = link_base if link_base is not None else result.dir
+    mode = "quick (CI smoke)" if s.quick else "full"
+    total_stream = sum(o.config.duration_s for o in result.outcomes)
+    lines = [
+        f"## {exp.title} (`{exp.name}`)",
+        "",
+        f"Answers: {exp.paper}. Mode: {mode}; seed {s.seed}; master `{s.master}`; "
+        f"{len(result.outcomes)} configurations, {total_stream:g} s of stream, "
+        f"{result.wall_s / 60:.1f} min wall.",
+        "",
+    ]
+    if s.command:
+        lines += ["```", s.command, "```", ""]
+    if exp.description:
+        lines += [exp.description, ""]
+    if a.verdicts:
+        lines += ["**Verdicts (computed from the numbers below):**", "", *verdict_lines(result)]
+        lines.append("")
+    if a.shows:
+        lines += ["**What it shows.** " + a.shows, ""]
+    if a.paper:
+        lines += ["**Against the paper.** " + a.paper, ""]
+    for table in a.tables:
+        lines += [table.markdown(), ""]
+    for fig in a.figures:
+        rel = os.path.relpath(fig.path, base)
+        lines += [f"![{fig.caption}]({rel})", "", f"*{fig.caption}*", ""]
+    for note in a.notes:
+        lines += [note, ""]
+    rel_csv = os.path.relpath(result.csv, base)
+    lines += [
+        f"Raw data: [{rel_csv}]({rel_csv}) (one row per configuration); per-batch metrics "
+        f"in `{result.dir.name}/CONFIG/metrics.jsonl`.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_section(result: ExperimentResult) -> Path:
+    """Write ``section.md`` into the experiment directory."""
+    result.section.write_text(section_markdown(result), encoding="utf-8")
+    return result.section
+
+
+def write_results_page(
+    results: Sequence[ExperimentResult],
+    docs_dir: Path,
+    *,
+    command: str,
+    facts: Mapping[str, str],
+    missing: Sequence[str] = (),
+) -> Path:
+    """Regenerate ``docs_dir/results.md`` from scratch, copying every figure and CSV to
+    ``docs_dir/results/EXPERIMENT/``."""
+    assets = docs_dir / "results"
+    page = docs_dir / "results.md"
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    if assets.exists():
+        shutil.rmtree(assets)
+    sections = []
+    for result in results:
+        target = assets / result.experiment.name
+        target.mkdir(parents=True, exist_ok=True)
+        copied = []
+        for fig in result.analysis.figures:
+            dest = target / fig.path.name
+            shutil.copyfile(fig.path, dest)
+            copied.append(type(fig)(dest, fig.caption))
+        shutil.copyfile(result.csv, target / result.csv.name)
+        moved = _relocated(result, copied, target / result.csv.name)
+        sections.append(section_markdown(moved, link_base=docs_dir))
+    facts_line = "; ".join(f"{k} {v}" for k, v in facts.items())
+    failed = [
+        f"`{r.experiment.name}`: {v.claim}"
+        for r in results
+        for v in r.analysis.verdicts
+        if v.headline and not v.holds
+    ]
+    lines = [
+        "# adabatch results: the papers' experiments on real Spark",
+        "",
+        "Generated by `adabatch bench all`; do not edit by hand. Every number below comes "
+        "from one run of the command on the machine described, and every ratio is taken "
+        "within one experiment's run.",
+        "",
+        "```",
+        command,
+        "```",
+        "",
+        f"Machine: {facts_line}.",
+        "",
+        "## Headlines",
+        "",
+    ]
+    for r in results:
+        heads = [v for v in r.analysis.verdicts if v.headline]
+        for v in heads:
+            lines.append(
+                f"- `{r.experiment.name}`: {v.claim} — {'holds' if v.holds else 'does NOT hold'}."
+            )
+    if failed:
+        lines += ["", f"{len(failed)} headline claim(s) did not hold on this run (see below)."]
+    if missing:
+        lines += ["", "Not run: " + "; ".join(missing) + "."]
+    lines += ["", *sections]
+    page.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return page
+
+
+def _relocated(result: ExperimentResult, figures: list[Any], csv_path: Path) -> ExperimentResult:
+    import dataclasses
+
+    analysis = dataclasses.replace(result.analysis, figures=tuple(figures))
+    return dataclasses.replace(result, analysis=analysis, csv=csv_path)

@@ -1,0 +1,364 @@
+"""Experiment 1, ``static-vs-adaptive`` (fixed-point paper §5.2, Fig. 14/15).
+
+Filter, Reduce, Join and Window, each at a constant and at a sine rate: a sweep of static
+intervals next to the adaptive controllers (``fixed-point``, ``isotonic``, ``pid``,
+``adcom``) and what a Spark user runs today (Spark's default trigger and a fixed
+``processingTime`` trigger), all on the same source, data and seed. Per workload and rate
+shape: mean and p95 batch latency, stability, the ratio to the best static interval in
+hindsight (the oracle) and to ``spark-default``, and the cost (CPU s per million records,
+busy fraction).
+
+Rates. Measured on local[2] (PySpark 4.3, the probe runs behind this module): Reduce costs
+about ``0.45 s + 1.05e-5 s`` per record per batch, Filter and Window about ``0.6 s +
+2e-5 s`` per record, Join (20 keys, so output grows with the square of the batch) about
+``1.5 s`` at a few thousand records. The rates below put the stable crossing ``p = x``
+below 1 s and the ``p = 0.7 x`` crossing at 1-3 s, so the sweep holds both a diverging and
+a comfortably stable interval, and the workloads differ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from adabatch.bench import figures, report
+from adabatch.bench.core import (
+    Analysis,
+    Config,
+    Context,
+    Experiment,
+    Outcome,
+    Settings,
+    Verdict,
+    oracle,
+    spark_baselines,
+    spark_default,
+    static_sweep,
+)
+
+ADAPTIVE = ("fixed-point", "isotonic", "pid", "adcom")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload at one rate shape: a group of the experiment."""
+
+    workload: str
+    shape: str  # "constant" or "sine"
+    profile: str
+    keys: int = 1000
+
+    @property
+    def group(self) -> str:
+        return f"{self.workload} / {self.shape}"
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.workload}-{self.shape}-"
+
+
+# mean rate per workload (records/s) and its join key count; sines swing +-50% in 20 s.
+RATES = {"filter": 20000, "reduce": 40000, "join": 5000, "window": 20000}
+JOIN_KEYS = 20
+SINE_PERIOD_S = 20
+STATIC_INTERVALS = (0.5, 1.0, 2.0)
+TRIGGERS = (1.0,)
+FULL_DURATION_S = 30.0
+FULL_WARMUP_S = 10.0
+# quick: Reduce at its constant rate; an interval below the per-batch overhead (~0.45 s)
+# can only diverge, and fixed-point must find a stable one within the run.
+QUICK_STATIC = (0.25,)
+QUICK_DURATION_S = 25.0
+QUICK_WARMUP_S = 10.0
+
+
+def cases(quick: bool) -> list[Case]:
+    """The experiment's workload x rate-shape groups."""
+    out = []
+    for workload, rate in RATES.items():
+        keys = JOIN_KEYS if workload == "join" else 1000
+        low, high = round(rate * 0.5), round(rate * 1.5)
+        out.append(Case(workload, "constant", f"constant:{rate}", keys))
+        out.append(Case(workload, "sine", f"sine:{low}:{high}:{SINE_PERIOD_S}s", keys))
+    if quick:
+        return [c for c in out if c.workload == "reduce" and c.shape == "constant"]
+    return out
+
+
+class StaticVsAdaptive(Experiment):
+    name = "static-vs-adaptive"
+    title = "Static intervals vs adaptive controllers vs Spark's triggers"
+    paper = "fixed-point paper Fig. 14 (constant rate) and Fig. 15 (sine rate)"
+    description = (
+        "Each workload runs at a constant and at a sine rate (the sine swings ±50% around "
+        f"the mean in {SINE_PERIOD_S} s). Per group: static intervals "
+        f"{', '.join(f'{x:g} s' for x in STATIC_INTERVALS)} (the papers' baseline; the best "
+        "stable one is the oracle), the adaptive controllers "
+        f"{', '.join(ADAPTIVE)} with their papers' defaults, Spark's default trigger and a "
+        "1 s processingTime trigger. Rates: "
+        + ", ".join(f"{w} {r}/s" for w, r in RATES.items())
+        + f" (join over {JOIN_KEYS} keys, so its output grows with the square of the batch)."
+    )
+
+    def configs(self, settings: Settings) -> list[Config]:
+        quick = settings.quick
+        duration = QUICK_DURATION_S if quick else FULL_DURATION_S
+        skip = QUICK_WARMUP_S if quick else FULL_WARMUP_S
+        out: list[Config] = []
+        for case in cases(quick):
+            common = {
+                "workload": case.workload,
+                "profile": case.profile,
+                "duration_s": duration,
+                "group": case.group,
+                "keys": case.keys,
+                "skip_s": skip,
+                "prefix": case.prefix,
+                "labels": {"workload": case.workload, "rate": case.shape},
+            }
+            out += static_sweep(QUICK_STATIC if quick else STATIC_INTERVALS, **common)
+            names = ("fixed-point",) if quick else ADAPTIVE
+            for controller in names:
+                out.append(
+                    Config(
+                        f"{case.prefix}{controller}",
+                        controller=controller,
+                        **{k: v for k, v in common.items() if k != "prefix"},
+                    )
+                )
+            out += spark_baselines(triggers=() if quick else TRIGGERS, **common)
+        return out
+
+    def analyze(self, ctx: Context, outcomes: Sequence[Outcome]) -> Analysis:
+        groups = list(dict.fromkeys(o.config.group for o in outcomes))
+        tables = [winners_table(outcomes, groups)]
+        tables += report.group_tables(outcomes)
+        figs = []
+        for workload in dict.fromkeys(o.config.workload for o in outcomes):
+            mine = [o for o in outcomes if o.config.workload == workload]
+            figs.append(
+                figures.latency_vs_cost(
+                    mine, ctx.path(f"latency-vs-cost-{workload}.png"), f"{workload}"
+                )
+            )
+        first = groups[-1] if len(groups) > 1 else groups[0]
+        shown = _timeline_picks(outcomes, first)
+        figs.append(
+            figures.timelines(
+                shown,
+                ctx.path("timelines.png"),
+                f"{first}: fixed-point, the oracle and spark-default",
+            )
+        )
+        verdicts = verdicts_for(outcomes, groups)
+        return Analysis(
+            tables=tuple(tables),
+            figures=tuple(figs),
+            shows=shows_text(outcomes, groups),
+            paper=paper_text(outcomes, groups),
+            verdicts=tuple(verdicts),
+        )
+
+
+def _best_adaptive(outcomes: Sequence[Outcome], group: str) -> Outcome | None:
+    pool = [
+        o for o in outcomes if o.config.group == group and o.config.role == "adaptive" and o.stable
+    ]
+    return min(pool, key=lambda o: o.get("mean_latency_s"), default=None)
+
+
+def _named(outcomes: Sequence[Outcome], group: str, controller: str) -> Outcome | None:
+    return next(
+        (o for o in outcomes if o.config.group == group and o.config.controller == controller),
+        None,
+    )
+
+
+def _smallest_static(outcomes: Sequence[Outcome], group: str) -> Outcome | None:
+    pool = [o for o in outcomes if o.config.group == group and o.config.role == "static"]
+    return min(pool, key=lambda o: float(o.config.params["interval"]), default=None)
+
+
+def _winner(a: Outcome | None, b: Outcome | None, key: str) -> str:
+    """Which of two runs is lower on ``key`` among the stable ones (names or a tie)."""
+    ok = [o for o in (a, b) if o is not None and o.stable and math.isfinite(o.get(key))]
+    if not ok:
+        return "neither (both unstable)"
+    if len(ok) == 1:
+        return f"{ok[0].config.controller} (only stable one)"
+    x, y = ok
+    if abs(x.get(key) - y.get(key)) <= 0.05 * min(x.get(key), y.get(key)):
+        return "tie (within 5%)"
+    best = x if x.get(key) < y.get(key) else y
+    return best.config.controller
+
+
+def winners_table(outcomes: Sequence[Outcome], groups: Sequence[str]) -> report.Table:
+    """Per workload and rate shape: fixed-point vs Spark's default trigger on latency, cost
+    and stability, and the best adaptive controller's latency ratio to the oracle."""
+    rows = []
+    for g in groups:
+        fp, sd = _named(outcomes, g, "fixed-point"), spark_default(outcomes, g)
+        best, orc = _best_adaptive(outcomes, g), oracle(outcomes, g)
+        stab = ", ".join(
+            f"{o.config.controller}: {'stable' if o.stable else 'UNSTABLE'}"
+            for o in (fp, sd)
+            if o is not None
+        )
+        ratio = "-"
+        if best is not None and orc is not None:
+            ratio = f"{best.get('mean_latency_s') / orc.get('mean_latency_s'):.2f}x"
+        rows.append(
+            (
+                g,
+                _winner(fp, sd, "mean_latency_s"),
+                _winner(fp, sd, "cpu_s_per_million_records"),
+                stab,
+                best.config.controller if best is not None else "none stable",
+                ratio,
+                orc.name if orc is not None else "none stable",
+            )
+        )
+    return report.Table(
+        "Who wins, fixed-point vs Spark's default trigger (lower is better; only stable "
+        "runs can win)",
+        (
+            "workload / rate",
+            "latency",
+            "cost (CPU/M rec)",
+            "stability",
+            "best adaptive",
+            "best adaptive vs oracle",
+            "oracle",
+        ),
+        tuple(rows),
+    )
+
+
+def verdicts_for(outcomes: Sequence[Outcome], groups: Sequence[str]) -> list[Verdict]:
+    """The headline (too-small static diverges, fixed-point stable) and the comparisons."""
+    out = []
+    diverge, fp_stable, near = [], [], []
+    for g in groups:
+        small, fp = _smallest_static(outcomes, g), _named(outcomes, g, "fixed-point")
+        if small is not None and fp is not None:
+            diverge.append((g, not small.stable and fp.stable))
+        if fp is not None:
+            fp_stable.append((g, fp.stable))
+            orc = oracle(outcomes, g)
+            if orc is not None and fp.stable:
+                near.append((g, fp.get("mean_latency_s") / orc.get("mean_latency_s")))
+    held = [g for g, ok in diverge if ok]
+    out.append(
+        Verdict(
+            "fixed-point stays stable where the smallest static interval diverges",
+            bool(diverge) and len(held) == len(diverge),
+            f"in {len(held)} of {len(diverge)} workload/rate groups",
+            headline=True,
+        )
+    )
+    stable_groups = [g for g, ok in fp_stable if ok]
+    out.append(
+        Verdict(
+            "fixed-point is stable in every workload/rate group",
+            bool(fp_stable) and len(stable_groups) == len(fp_stable),
+            f"stable in {len(stable_groups)} of {len(fp_stable)}",
+        )
+    )
+    if near:
+        within = [g for g, r in near if r <= 1.5]
+        out.append(
+            Verdict(
+                "fixed-point's mean latency is within 1.5x of the oracle",
+                len(within) == len(near),
+                "ratios: " + ", ".join(f"{g} {r:.2f}x" for g, r in near),
+            )
+        )
+    lat, cost = [], []
+    for g in groups:
+        fp, sd = _named(outcomes, g, "fixed-point"), spark_default(outcomes, g)
+        if fp is not None and sd is not None and fp.stable and sd.stable:
+            lat.append(fp.get("mean_latency_s") / sd.get("mean_latency_s"))
+            cost.append(fp.get("cpu_s_per_million_records") / sd.get("cpu_s_per_million_records"))
+    if lat:
+        out.append(
+            Verdict(
+                "fixed-point has lower mean batch latency than Spark's default trigger",
+                all(r < 1 for r in lat),
+                "fixed-point / spark-default latency: " + ", ".join(f"{r:.2f}x" for r in lat),
+            )
+        )
+        out.append(
+            Verdict(
+                "fixed-point costs less CPU per record than Spark's default trigger",
+                all(r < 1 for r in cost),
+                "fixed-point / spark-default CPU per record: "
+                + ", ".join(f"{r:.2f}x" for r in cost),
+            )
+        )
+    return out
+
+
+def _timeline_picks(outcomes: Sequence[Outcome], group: str) -> list[Outcome]:
+    picks = [_named(outcomes, group, "fixed-point"), oracle(outcomes, group)]
+    picks.append(spark_default(outcomes, group))
+    seen, out = set(), []
+    for o in picks:
+        if o is not None and o.name not in seen:
+            seen.add(o.name)
+            out.append(o)
+    return out
+
+
+def shows_text(outcomes: Sequence[Outcome], groups: Sequence[str]) -> str:
+    parts = []
+    for g in groups:
+        fp, sd, orc = (
+            _named(outcomes, g, "fixed-point"),
+            spark_default(outcomes, g),
+            oracle(outcomes, g),
+        )
+        bits = []
+        if orc is not None:
+            bits.append(f"oracle {orc.name} {orc.get('mean_latency_s'):.2f} s")
+        for o in (fp, sd):
+            if o is not None:
+                state = "" if o.stable else " UNSTABLE"
+                bits.append(
+                    f"{o.config.controller} {o.get('mean_latency_s'):.2f} s{state} at "
+                    f"{o.get('cpu_s_per_million_records'):.0f} CPU s/M rec, busy "
+                    f"{o.get('busy_fraction'):.2f}"
+                )
+        parts.append(f"{g}: " + "; ".join(bits) + ".")
+    return " ".join(parts)
+
+
+def paper_text(outcomes: Sequence[Outcome], groups: Sequence[str]) -> str:
+    near = []
+    for g in groups:
+        fp, orc = _named(outcomes, g, "fixed-point"), oracle(outcomes, g)
+        if fp is not None and orc is not None and fp.stable:
+            near.append(fp.get("mean_latency_s") / orc.get("mean_latency_s"))
+    text = (
+        "The paper reports fixed-point within a small factor of the best static interval on "
+        "every workload, at constant and varying rates (Fig. 14/15). "
+    )
+    if near:
+        worst = max(near)
+        agree = "agrees" if worst <= 1.5 else "disagrees"
+        text += (
+            f"Here the ratio to the oracle ranges {min(near):.2f}x-{worst:.2f}x over the "
+            f"{len(near)} groups where fixed-point was stable, so it {agree} "
+            "(threshold 1.5x). "
+        )
+    else:
+        text += "Here no group had both a stable fixed-point run and a stable static one. "
+    text += (
+        "The oracle is chosen in hindsight from a coarse sweep, and its ratio uses batch "
+        "latency x+q+p: a controller with slack (ρ = 0.7) pays for its margin in interval."
+    )
+    return text
+
+
+EXPERIMENT = StaticVsAdaptive()

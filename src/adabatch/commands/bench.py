@@ -1,0 +1,93 @@
+"""``adabatch bench``: the papers' experiments on real Spark (issue 5)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from adabatch.bench import core
+from adabatch.errors import AdabatchError
+
+NAME = "bench"
+HELP = "run an experiment (or all) on real Spark: metrics, summaries.csv, figures, Markdown"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("experiment", help=f"all, or one of: {', '.join(core.names())}")
+    parser.add_argument("--out", required=True, help="output root (writes OUT/EXPERIMENT/)")
+    parser.add_argument("--quick", action="store_true", help="short CI version; asserts headline")
+    parser.add_argument("--master", default="local[2]", help="Spark master URL")
+    parser.add_argument("--seed", default="0", help="generator seed (integer >= 0)")
+    parser.add_argument("--docs", default="docs", help="bench all: where results.md goes")
+    parser.add_argument("--force", action="store_true", help="replace an earlier run in OUT")
+    parser.add_argument("--resume", action="store_true", help="reuse finished configs in OUT")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        msg = f"--seed {text!r} must be an integer >= 0"
+        raise AdabatchError(msg)
+    return value
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The exact command, rebuilt from the parsed arguments (for the results page)."""
+    parts = ["adabatch", "bench", args.experiment]
+    if args.quick:
+        parts.append("--quick")
+    parts += ["--out", args.out, "--master", args.master, "--seed", str(args.seed)]
+    if args.experiment == "all":
+        parts += ["--docs", args.docs]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _print_result(result: core.ExperimentResult) -> None:
+    print(f"{result.experiment.name}: {len(result.outcomes)} configs, {result.wall_s:.0f} s")
+    for v in result.analysis.verdicts:
+        mark = "ok  " if v.holds else "FAIL" if v.headline else "no  "
+        print(f"  [{mark}] {v.claim}" + (f" ({v.evidence})" if v.evidence else ""))
+    print(f"  section: {result.section}")
+    print(f"  summaries: {result.csv}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.force and args.resume:
+        msg = "--force and --resume exclude each other"
+        raise AdabatchError(msg)
+    settings = core.Settings(
+        out=Path(args.out),
+        quick=args.quick,
+        seed=_seed(args.seed),
+        master=args.master,
+        command=_command(args),
+    )
+    kwargs = {"force": args.force, "resume": args.resume, "progress": not args.no_progress}
+    if args.experiment == "all":
+        results, page, skipped = core.run_all(settings, docs_dir=Path(args.docs), **kwargs)
+        for result in results:
+            _print_result(result)
+        for line in skipped:
+            print(f"not run: {line}")
+        print(f"results page: {page}")
+        if args.quick and skipped:
+            return 1
+    else:
+        experiment = core.get_experiment(args.experiment)
+        results = [core.run_experiment(experiment, settings, **kwargs)]
+        _print_result(results[0])
+    failed = [(r, v) for r in results for v in r.failed_headlines]
+    if args.quick and failed:
+        for r, v in failed:
+            print(
+                f"adabatch: headline of {r.experiment.name} did not hold: {v.claim}",
+                file=sys.stderr,
+            )
+        return 1
+    return 0

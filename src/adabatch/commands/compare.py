@@ -1,0 +1,73 @@
+"""``adabatch compare``: several controllers one after another on the same Spark workload."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from adabatch.commands.run import ProgressLine, add_shared_arguments, config_from_args
+from adabatch.control.registry import parse_params
+from adabatch.streaming.compare import COLUMNS, RATIOS, compare_spark
+from adabatch.streaming.options import SPARK_DEFAULT
+
+NAME = "compare"
+HELP = "run several controllers on the same Spark workload, profile and seed; table of ratios"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--controllers",
+        required=True,
+        help=f"comma-separated controller names (e.g. fixed-point,static,{SPARK_DEFAULT})",
+    )
+    parser.add_argument(
+        "--param",
+        action="append",
+        metavar="[NAME.]K=V",
+        help="parameter of controller NAME, or of every controller that has K",
+    )
+    add_shared_arguments(parser)
+
+
+def _fmt(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    base = config_from_args(args, "static", {}, Path(args.out))
+    controllers = args.controllers.split(",")
+    lines: dict[str, ProgressLine] = {}
+
+    def progress(name, p):
+        if name not in lines:
+            for line in lines.values():
+                line.end()
+            print(f"{name}:")
+            lines[name] = ProgressLine()
+        lines[name](p)
+
+    try:
+        table, results, paths = compare_spark(
+            base, controllers, parse_params(args.param), on_progress=progress
+        )
+    finally:
+        for line in lines.values():
+            line.end()
+    headers = ["controller", "stable", *(label for _, label in COLUMNS)]
+    headers += [label for _, label in RATIOS]
+    rows = [[_fmt(v) for v in row.values()] for row in table.rows()]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    print(f"{base.workload} under {base.profile}, seed {base.seed}; ratios to {table.best}:")
+    print("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
+    for r in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    return 130 if any(r.interrupted for r in results.values()) else 0

@@ -1,0 +1,152 @@
+"""``adabatch run``: a controller steering a real Spark Structured Streaming query."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from adabatch.control.registry import parse_params
+from adabatch.errors import AdabatchError
+from adabatch.metrics import summary_rows
+from adabatch.profiles import GRAMMAR, parse_duration
+from adabatch.streaming.options import SPARK_DEFAULT
+from adabatch.streaming.run import Progress, RunConfig, RunResult, run_spark
+
+NAME = "run"
+HELP = "run a workload on real Spark with a controller sizing its micro-batches"
+
+
+def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options ``run`` and ``compare`` share (values are parsed by the library)."""
+    parser.add_argument("--workload", required=True, help="filter, reduce, join or window")
+    parser.add_argument("--profile", required=True, help=f"rate profile: {GRAMMAR}")
+    parser.add_argument("--duration", required=True, help="stream time to run (90s, 10m)")
+    parser.add_argument("--out", required=True, help="output directory (reused = restart)")
+    parser.add_argument("--master", default="local[*]", help="Spark master URL")
+    parser.add_argument("--db", help="results database URL (default: SQLite file in --out)")
+    parser.add_argument("--seed", default="0", help="generator seed (integer >= 0)")
+    parser.add_argument("--keys", default="1000", help="distinct keys of the generator")
+    parser.add_argument("--queue", default="fifo", help="fifo (papers' model) or coalesce")
+    parser.add_argument(
+        "--warmup", help="leave the first seconds out of means (default: min(20s, duration/2))"
+    )
+    parser.add_argument(
+        "--source-option",
+        action="append",
+        metavar="K=V",
+        help="generator option, e.g. distribution=zipf",
+    )
+    parser.add_argument("--per-key-commit", action="store_true", help="reduce: one commit per key")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--controller", required=True, help=f"see `adabatch controllers`, or {SPARK_DEFAULT}"
+    )
+    parser.add_argument("--param", action="append", metavar="K=V", help="controller parameter")
+    parser.add_argument(
+        "--trigger", default="default", help="default, or processingTime:1s (spark-default only)"
+    )
+    add_shared_arguments(parser)
+
+
+def _int(text: str, what: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        msg = f"{what} {text!r} is not an integer"
+        raise AdabatchError(msg) from None
+    if value < low:
+        msg = f"{what} {text!r} must be >= {low}"
+        raise AdabatchError(msg)
+    return value
+
+
+def config_from_args(
+    args: argparse.Namespace, controller: str, params: dict[str, Any], out: Path
+) -> RunConfig:
+    """A :class:`RunConfig` from the shared arguments."""
+    return RunConfig(
+        workload=args.workload,
+        controller=controller,
+        params=params,
+        profile=args.profile,
+        duration_s=parse_duration(args.duration),
+        out_dir=out,
+        master=args.master,
+        db_url=args.db,
+        trigger=getattr(args, "trigger", "default"),
+        seed=_int(args.seed, "--seed", 0),
+        keys=_int(args.keys, "--keys", 1),
+        skip_s=None if args.warmup is None else parse_duration(args.warmup),
+        queue=args.queue,
+        source_options=parse_params(args.source_option),
+        per_key_commit=args.per_key_commit,
+    )
+
+
+class ProgressLine:
+    """The live progress line: rewritten in place on a terminal, every 5 s otherwise."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._last_len = 0
+        self._last_printed = -math.inf
+
+    def __call__(self, p: Progress) -> None:
+        if p.stream_s is None:
+            text = "starting Spark and the query ..."
+            t = 0.0
+        else:
+            t = p.stream_s
+            text = f"t {p.stream_s:6.1f}/{p.duration_s:g}s  batches {p.batches:4d}"
+            if p.last is not None:
+                r = p.last
+                text += (
+                    f"  interval {r.interval_s:5.2f}s  proc {r.processing_s:5.2f}s"
+                    f"  queue {r.queue_delay_s:5.2f}s ({p.queue_len})"
+                    f"  latency {r.latency_s:5.2f}s  blocks {r.blocks}"
+                )
+        if self.tty:
+            pad = max(self._last_len - len(text), 0)
+            self.stream.write("\r" + text + " " * pad)
+            self._last_len = len(text)
+            self.stream.flush()
+        elif t - self._last_printed >= 5.0:
+            self.stream.write(text + "\n")
+            self._last_printed = t
+
+    def end(self) -> None:
+        if self.tty and self._last_len:
+            self.stream.write("\n")
+
+
+def print_summary(result: RunResult) -> None:
+    s = result.summary
+    for label, text in summary_rows(s):
+        print(f"  {label:<30} {text}")
+    if not s["stable"]:
+        print(
+            f"  UNSTABLE: the batch queue grew ({s['queue_slope']:.3f} s of queue delay per "
+            f"s, {s['final_queue_len']} batches waiting at the end): processing cannot keep "
+            "up with this interval"
+        )
+    for name, path in result.paths.items():
+        if name in ("metrics", "summary", "timeline") and path.exists():
+            print(f"  {name:<30} {path}")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args, args.controller, parse_params(args.param), Path(args.out))
+    line = ProgressLine()
+    try:
+        result = run_spark(cfg, on_progress=line)
+    finally:
+        line.end()
+    print(f"{cfg.controller} on {cfg.workload} under {cfg.profile} (Spark {cfg.master}):")
+    print_summary(result)
+    return 130 if result.interrupted else 0

@@ -1,0 +1,303 @@
+"""The controller contract: one plan per batch out, one report per finished batch in.
+
+Every controller in :mod:`adabatch.control` implements :class:`Controller`. The simulator
+(:mod:`adabatch.sim`) and the Spark data source (:mod:`adabatch.streaming`) drive the same
+objects through the same two calls:
+
+- ``plan(now)`` is called when the batching component starts a new batch interval (at the
+  previous cut, the fixed-point paper's "after every batch has been received and new batch
+  is about to start"). It returns the :class:`BatchPlan` of the batch that starts at ``now``.
+- ``observe(report)`` is called when a batch has finished processing, with its
+  :class:`BatchReport`.
+
+Controllers take time only from these arguments, never from the wall clock, so the
+simulator and real Spark drive them unchanged. Their running state is a JSON-able dict
+(:meth:`Controller.state`) so it can be written with every metrics record and restored
+after a query restart (:meth:`Controller.restore`).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from adabatch.errors import AdabatchError
+
+Number = int | float
+
+
+@dataclass(frozen=True)
+class Param:
+    """One controller parameter: its paper name, default, type and allowed range.
+
+    ``low``/``high`` bound numeric values (``None`` = unbounded); ``low_open``/``high_open``
+    make a bound exclusive. ``choices`` restricts string parameters.
+    """
+
+    name: str
+    default: Any
+    help: str
+    kind: type = float
+    low: Number | None = None
+    high: Number | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] | None = None
+    optional: bool = False  # default None allowed ("not set")
+
+    def allowed(self) -> str:
+        """The allowed values as text, for errors and ``adabatch controllers``."""
+        if self.choices is not None:
+            return "one of " + ", ".join(self.choices)
+        if self.kind is bool:
+            return "true or false"
+        lo = "(" if self.low_open else "["
+        hi = ")" if self.high_open else "]"
+        lo_v = "-inf" if self.low is None else f"{self.low:g}"
+        hi_v = "inf" if self.high is None else f"{self.high:g}"
+        text = f"{lo}{lo_v}, {hi_v}{hi}"
+        if self.kind is int:
+            text = "integer in " + text
+        return text + (" or unset" if self.optional else "")
+
+    def parse(self, value: Any, owner: str = "controller") -> Any:
+        """Convert ``value`` (a string from the CLI or a Spark option, or a number) and
+        validate it; raise :class:`AdabatchError` naming the parameter otherwise."""
+        where = f"{owner} parameter {self.name!r}"
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+            if self.optional:
+                return None
+            msg = f"{where} must be set: allowed {self.allowed()}"
+            raise AdabatchError(msg)
+        if self.kind is bool:
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("true", "1", "yes"):
+                return True
+            if text in ("false", "0", "no"):
+                return False
+            msg = f"{where} = {value!r} is not a boolean: allowed true or false"
+            raise AdabatchError(msg)
+        if self.choices is not None:
+            text = str(value).strip()
+            if text not in self.choices:
+                msg = f"{where} = {value!r} is not allowed: allowed {self.allowed()}"
+                raise AdabatchError(msg)
+            return text
+        try:
+            number = self.kind(float(value)) if self.kind is float else _as_int(value)
+        except (TypeError, ValueError):
+            msg = f"{where} = {value!r} is not a number: allowed {self.allowed()}"
+            raise AdabatchError(msg) from None
+        if isinstance(number, float) and not math.isfinite(number):
+            msg = f"{where} = {value!r} is not finite: allowed {self.allowed()}"
+            raise AdabatchError(msg)
+        too_low = self.low is not None and (
+            number <= self.low if self.low_open else number < self.low
+        )
+        too_high = self.high is not None and (
+            number >= self.high if self.high_open else number > self.high
+        )
+        if too_low or too_high:
+            msg = f"{where} = {value!r} is out of range: allowed {self.allowed()}"
+            raise AdabatchError(msg)
+        return number
+
+
+def _as_int(value: Any) -> int:
+    number = float(value)
+    if not number.is_integer():
+        raise ValueError(value)
+    return int(number)
+
+
+class Params(Mapping[str, Any]):
+    """Validated, read-only parameter values with attribute access (``p.rho``)."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        object.__setattr__(self, "_values", dict(values))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # no recursion while unpickling, before _values exists
+            raise AttributeError(name)
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        msg = "controller parameters are read-only"
+        raise AttributeError(msg)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __reduce__(self) -> tuple[type[Params], tuple[dict[str, Any]]]:
+        return (Params, (dict(self._values),))
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        return f"Params({inner})"
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What the batching component does next: the batch starting now.
+
+    ``max_records`` caps the records admitted into the batch (admission control, used by
+    ``pid``); ``None`` admits everything that arrives during the interval. Records beyond
+    the cap stay in the source for later batches; nothing is dropped.
+    """
+
+    interval_s: float
+    blocks: int
+    max_records: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.interval_s > 0 and math.isfinite(self.interval_s)):
+            msg = f"plan interval_s = {self.interval_s!r} must be a positive finite number"
+            raise AdabatchError(msg)
+        if self.blocks < 1:
+            msg = f"plan blocks = {self.blocks!r} must be at least 1"
+            raise AdabatchError(msg)
+        if self.max_records is not None and self.max_records < 0:
+            msg = f"plan max_records = {self.max_records!r} must be >= 0 or None"
+            raise AdabatchError(msg)
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What happened to one finished batch; all times in seconds on the driver's clock.
+
+    ``cut_at`` is the end of the batch's interval (the cut); the batch holds the records
+    that arrived in ``(cut_at - interval_s, cut_at]`` (fewer if ``max_records`` capped it).
+    ``queue_delay_s = started_at - cut_at`` and ``processing_s = finished_at - started_at``.
+    ``block_processing_s`` optionally gives each block's own busy time (for skew rules).
+    """
+
+    batch_id: int
+    interval_s: float
+    blocks: int
+    records: int
+    processing_s: float
+    queue_delay_s: float
+    cut_at: float
+    started_at: float
+    finished_at: float
+    block_processing_s: tuple[float, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if not (self.interval_s > 0 and math.isfinite(self.interval_s)):
+            msg = f"batch {self.batch_id}: interval_s = {self.interval_s!r} must be > 0"
+            raise AdabatchError(msg)
+        if not (self.processing_s >= 0 and math.isfinite(self.processing_s)):
+            msg = f"batch {self.batch_id}: processing_s = {self.processing_s!r} must be >= 0"
+            raise AdabatchError(msg)
+        if not math.isfinite(self.queue_delay_s) or self.records < 0:
+            msg = (
+                f"batch {self.batch_id}: queue_delay_s = {self.queue_delay_s!r} must be "
+                f"finite and records = {self.records!r} >= 0"
+            )
+            raise AdabatchError(msg)
+
+    @property
+    def rate_rps(self) -> float:
+        """Data ingestion rate of this batch: records per second of interval."""
+        return self.records / self.interval_s if self.interval_s > 0 else 0.0
+
+    @property
+    def latency_s(self) -> float:
+        """End-to-end batch latency as the papers define it: ``x + q + p``."""
+        return self.interval_s + self.queue_delay_s + self.processing_s
+
+
+class Controller(ABC):
+    """Base of every batch-sizing controller.
+
+    Subclasses set ``name`` (the registry key, e.g. ``"fixed-point"``), ``summary`` (one
+    line with the paper reference) and ``PARAMS`` (their parameters with the papers'
+    defaults). They read parameters from ``self.params`` and implement :meth:`plan`,
+    :meth:`observe`, :meth:`state` and :meth:`restore`.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    PARAMS: ClassVar[tuple[Param, ...]] = ()
+
+    def __init__(self, **params: Any) -> None:
+        self.params = self.validate(params)
+        self._check(self.params)
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> Params:
+        """Parse and check ``params`` against ``PARAMS``; unknown names are errors."""
+        known = {p.name: p for p in cls.PARAMS}
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            allowed = ", ".join(known) or "none"
+            msg = (
+                f"controller {cls.name!r} has no parameter {unknown[0]!r}: "
+                f"allowed parameters are {allowed}"
+            )
+            raise AdabatchError(msg)
+        values = {}
+        for p in cls.PARAMS:
+            raw = params.get(p.name, p.default)
+            values[p.name] = p.parse(raw, owner=cls.name)
+        return Params(values)
+
+    def _check(self, params: Params) -> None:
+        """Cross-parameter checks (e.g. ``min_interval <= max_interval``); override."""
+        return None
+
+    @abstractmethod
+    def plan(self, now: float) -> BatchPlan:
+        """The plan for the batch whose interval starts at ``now``."""
+
+    @abstractmethod
+    def observe(self, report: BatchReport) -> None:
+        """Learn from a finished batch."""
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """The running state as a JSON-able dict (for metrics and restarts)."""
+
+    @abstractmethod
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Restore the running state written by :meth:`state`."""
+
+    def metrics_state(self) -> dict[str, Any]:
+        """The state written with every metrics record: :meth:`state` unless that holds
+        large tables (override then with a small summary; ``state`` stays for restarts)."""
+        return self.state()
+
+    def describe(self) -> dict[str, Any]:
+        """Name, parameters and running state, as written with every metrics record."""
+        return {"controller": self.name, "params": dict(self.params), "state": self.state()}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{type(self).__name__}({inner})"
+
+
+def round_to_granularity(x: float, granularity: float) -> float:
+    """Round ``x`` to the nearest positive multiple of ``granularity`` (at least one)."""
+    steps = max(1, round(x / granularity))
+    return round(steps * granularity, 9)
+
+
+def clamp(x: float, low: float, high: float) -> float:
+    """``x`` limited to ``[low, high]``."""
+    return min(max(x, low), high)

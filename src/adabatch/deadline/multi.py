@@ -1,0 +1,512 @@
+"""Multi-query deadline scheduling in MinBatches (paper Sec. 4).
+
+Each query gets a MinBatchSize (Sec. 4.1, :func:`find_min_batch_size`): the smallest batch
+size whose total cost, processing the whole window in batches of that size plus the final
+aggregation, stays within ``(1 + δ_RSF)`` times the single-batch cost, capped so that one
+MinBatch costs at most ``C_max`` (the longest a newly urgent query can be blocked by the
+non-preemptive scheduler).
+
+One scheduling loop (Algorithm 2, ``ScheduleDynamicLLF``) serves every strategy: whenever
+the executor is free it collects the queries whose next batch is ready, orders them by the
+strategy's key (:data:`ORDERS`: least laxity, earliest deadline, shortest remaining job,
+round robin; ties by admission order, then id, as SimPy orders equal events), and runs
+one batch of the first, non-preemptively. A query's batch is ready when
+
+- ``min-batch``: MinBatchSize tuples have arrived (Sec. 4.2);
+- ``last``: all its remaining tuples have arrived (the final, possibly smaller batch);
+- ``time``: the time at which its next MinBatch was expected (from the expected rate)
+  has passed but fewer tuples arrived: the available ones are processed (Sec. 4.4).
+
+After a query's last batch its final aggregation runs at once (when it had more than one
+batch) and the query leaves the list. Queries join at ``added_at`` and may leave at
+``removed_at``. With ``total_known = False`` the total is estimated from the observed rate
+and, as Sec. 4.4 prescribes, every query with available tuples competes, irrespective of
+MinBatch readiness. ``min_batch=False`` is the plain EDF/LLF baseline of Sec. 7.4: the
+chosen query processes everything that has arrived.
+
+The loop talks only to an :class:`~adabatch.deadline.executor.Executor`, so it drives the
+simulation and the Spark runner unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from adabatch.deadline.cost import TIME_EPS, fits
+from adabatch.deadline.executor import BatchRun, Executor
+from adabatch.deadline.spec import STRATEGIES, QuerySpec
+from adabatch.errors import AdabatchError
+
+
+@dataclass(frozen=True)
+class MinBatch:
+    """A query's MinBatchSize and what it implies (Sec. 4.1)."""
+
+    size: int
+    batches: int
+    cost: float
+    bound: float
+    capped: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "batches": self.batches,
+            "cost": self.cost,
+            "bound": self.bound,
+            "capped": self.capped,
+        }
+
+
+def cost_in_batches_of(spec: QuerySpec, size: int, tuples: int | None = None) -> float:
+    """Cost of processing ``tuples`` (default: all) in batches of ``size`` plus the final
+    aggregation over that many batches (``minCompCost_{BatchSize=x}``)."""
+    n = spec.total if tuples is None else tuples
+    full, rest = divmod(n, size)
+    batches = full + (1 if rest > 0 else 0)
+    work = full * spec.cost.cost(size) + (spec.cost.cost(rest) if rest > 0 else 0.0)
+    return work + spec.agg_cost.cost(batches)
+
+
+def find_min_batch_size(spec: QuerySpec, rsf: float, c_max: float = math.inf) -> MinBatch:
+    """FindMinBatchSize (Sec. 4.1, Algorithm 2): the smallest ``x`` with
+    ``minCompCost_{x} <= (1 + rsf) * minCompCost_{N}``, then capped so ``Cost(x) <= C_max``.
+
+    Found by bisection on ``x``; exact when the cost per tuple does not grow with the
+    batch size (linear with overhead, the paper's sublinear fits), and otherwise a size
+    that meets the bound.
+    """
+    if not (math.isfinite(rsf) and rsf >= 0):
+        msg = f"rsf = {rsf!r}: allowed a finite number >= 0 (0.5 = 50%)"
+        raise AdabatchError(msg)
+    if not c_max > 0:
+        msg = f"c_max = {c_max!r}: allowed a number of seconds > 0"
+        raise AdabatchError(msg)
+    n = spec.total
+    bound = (1.0 + rsf) * spec.single_batch_cost
+    lo, hi = 0, n  # invariant: hi meets the bound (one batch always does)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(cost_in_batches_of(spec, mid), bound):
+            hi = mid
+        else:
+            lo = mid
+    size, capped = hi, False
+    if not math.isinf(c_max) and not fits(spec.cost.cost(size), c_max):
+        size, capped = max(1, spec.cost.tuples_within(c_max)), True
+    batches = -(-n // size)
+    return MinBatch(size, batches, cost_in_batches_of(spec, size), bound, capped)
+
+
+# ---------------------------------------------------------------------------------------
+# Queue orders
+
+
+@dataclass
+class QueryState:
+    """A query in the scheduler's list (``qList`` of Algorithm 2)."""
+
+    spec: QuerySpec
+    order: int
+    min_batch: MinBatch | None
+    processed: int = 0
+    batches: int = 0
+    cost: float = 0.0
+    last_served: int = -1
+    first_start: float | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def estimated_total(self, arrived: int, now: float) -> int:
+        """The total tuples: the spec's, or (``total_known=False``) the arrived count
+        extrapolated at the observed rate to the window end (Sec. 4.4)."""
+        spec = self.spec
+        if spec.total_known:
+            return spec.total
+        if now >= spec.window_end:
+            return arrived
+        if arrived >= 2 and now > spec.window_start:
+            observed = (arrived - 1) / (now - spec.window_start)
+            return max(arrived, math.floor(arrived + observed * (spec.window_end - now)))
+        return max(arrived, spec.total)
+
+    def remaining_cost(self, total: int) -> float:
+        """FindMinCompCost: the cost of the tuples left in MinBatches (or one batch for
+        the baseline) plus the final aggregation over all of the query's batches."""
+        spec = self.spec
+        left = max(total - self.processed, 0)
+        if left == 0:
+            return spec.agg_cost.cost(self.batches)
+        size = left if self.min_batch is None else self.min_batch.size
+        full, rest = divmod(left, size)
+        more = full + (1 if rest > 0 else 0)
+        work = full * spec.cost.cost(size) + (spec.cost.cost(rest) if rest > 0 else 0.0)
+        return work + spec.agg_cost.cost(self.batches + more)
+
+
+OrderKey = Callable[[QueryState, float, int], tuple[float, ...]]
+"""``key(state, now, estimated_total)``: smaller runs first."""
+
+
+def _llf(q: QueryState, now: float, total: int) -> tuple[float, ...]:
+    return (q.spec.deadline - now - q.remaining_cost(total),)  # laxity, eq. 9
+
+
+def _edf(q: QueryState, now: float, total: int) -> tuple[float, ...]:
+    return (q.spec.deadline,)
+
+
+def _sjf(q: QueryState, now: float, total: int) -> tuple[float, ...]:
+    return (q.remaining_cost(total),)
+
+
+def _rr(q: QueryState, now: float, total: int) -> tuple[float, ...]:
+    return (float(q.last_served),)
+
+
+ORDERS: dict[str, OrderKey] = {"llf": _llf, "edf": _edf, "sjf": _sjf, "rr": _rr}
+assert tuple(ORDERS) == STRATEGIES
+
+
+# ---------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class QueryOutcome:
+    """How one query fared: completion, deadline met, batches and cost."""
+
+    query: str
+    deadline: float
+    completion: float | None
+    met: bool
+    removed: bool
+    batches: int
+    tuples: int
+    cost: float
+    single_batch_cost: float
+    min_batch: MinBatch | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "deadline": self.deadline,
+            "completion": self.completion,
+            "met": self.met,
+            "removed": self.removed,
+            "batches": self.batches,
+            "tuples": self.tuples,
+            "cost": self.cost,
+            "single_batch_cost": self.single_batch_cost,
+            "min_batch": None if self.min_batch is None else self.min_batch.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class MultiResult:
+    """Everything a multi-query run produced."""
+
+    strategy: str
+    rsf: float
+    c_max: float
+    min_batch: bool
+    outcomes: tuple[QueryOutcome, ...]
+    runs: tuple[BatchRun, ...]
+
+    @property
+    def finished(self) -> tuple[QueryOutcome, ...]:
+        return tuple(o for o in self.outcomes if not o.removed)
+
+    @property
+    def all_met(self) -> bool:
+        return all(o.met for o in self.finished)
+
+    @property
+    def missed(self) -> list[str]:
+        return [o.query for o in self.finished if not o.met]
+
+    @property
+    def total_cost(self) -> float:
+        return sum(o.cost for o in self.finished)
+
+    @property
+    def single_batch_cost(self) -> float:
+        """Sum over finished queries of the cost of one batch with all their tuples."""
+        return sum(o.single_batch_cost for o in self.finished)
+
+    @property
+    def normalised_cost(self) -> float:
+        """Total cost / sum of single-batch costs (the paper's Fig. 7-11 y axis)."""
+        base = self.single_batch_cost
+        return math.nan if base == 0 else self.total_cost / base
+
+    @property
+    def batches(self) -> int:
+        return sum(o.batches for o in self.finished)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy,
+            "rsf": self.rsf,
+            "c_max": None if math.isinf(self.c_max) else self.c_max,
+            "min_batch": self.min_batch,
+            "all_met": self.all_met,
+            "missed": self.missed,
+            "total_cost": self.total_cost,
+            "single_batch_cost": self.single_batch_cost,
+            "normalised_cost": self.normalised_cost,
+            "batches": self.batches,
+            "queries": [o.to_json() for o in self.outcomes],
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# The loop
+
+
+@dataclass
+class _Candidate:
+    state: QueryState
+    tuples: int
+    kind: str
+    total: int
+
+
+@dataclass
+class MultiQueryScheduler:
+    """Algorithm 2 with an interchangeable queue order (``strategy``).
+
+    Add queries before :meth:`run` (each joins at its ``added_at``); :meth:`run` drives an
+    executor until every query has finished or left.
+
+    Examples
+    --------
+    >>> from adabatch.deadline.simulate import SimulatedExecutor
+    >>> from adabatch.deadline.spec import query_spec
+    >>> from adabatch.deadline.cost import LinearCost
+    >>> q = query_spec("q", window_start=0, window_end=99, deadline=130, rate=1.0,
+    ...                cost=LinearCost(per_tuple=0.2, overhead=1.0))
+    >>> s = MultiQueryScheduler("edf", rsf=0.5)
+    >>> s.add(q)
+    >>> r = s.run(SimulatedExecutor([q]))
+    >>> r.all_met, r.outcomes[0].batches
+    (True, 10)
+    """
+
+    strategy: str = "llf"
+    rsf: float = 0.5
+    c_max: float = math.inf
+    min_batch: bool = True
+    poll_s: float = 1.0
+    _specs: list[QuerySpec] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ORDERS:
+            msg = f"strategy = {self.strategy!r}: allowed one of {', '.join(STRATEGIES)}"
+            raise AdabatchError(msg)
+        if not (math.isfinite(self.poll_s) and self.poll_s > 0):
+            msg = f"poll_s = {self.poll_s!r}: allowed a finite number of seconds > 0"
+            raise AdabatchError(msg)
+        if not (math.isfinite(self.rsf) and self.rsf >= 0):
+            msg = f"rsf = {self.rsf!r}: allowed a finite number >= 0 (0.5 = 50%)"
+            raise AdabatchError(msg)
+        if not self.c_max > 0:
+            msg = f"c_max = {self.c_max!r}: allowed a number of seconds > 0 (or inf)"
+            raise AdabatchError(msg)
+
+    def add(self, spec: QuerySpec) -> None:
+        """Submit a query; it joins the list at ``spec.added_at``."""
+        if any(s.id == spec.id for s in self._specs):
+            msg = f"query id {spec.id!r} is already scheduled: allowed unique ids"
+            raise AdabatchError(msg)
+        self._specs.append(spec)
+
+    def extend(self, specs: Iterable[QuerySpec]) -> None:
+        for spec in specs:
+            self.add(spec)
+
+    def run(self, executor: Executor, horizon: float | None = None) -> MultiResult:
+        """Schedule every added query on ``executor`` until all have finished or left.
+
+        ``horizon`` stops waiting at that time: queries still unfinished then (their input
+        never completed) are reported with no completion and a missed deadline.
+        """
+        arrivals = sorted(enumerate(self._specs), key=lambda p: (p[1].added_at, p[0]))
+        waiting = [spec for _, spec in arrivals]
+        order_of = {spec.id: i for i, spec in arrivals}
+        active: list[QueryState] = []
+        outcomes: dict[str, QueryOutcome] = {}
+        runs: list[BatchRun] = []
+        key = ORDERS[self.strategy]
+        served = 0
+        while waiting or active:
+            now = executor.now()
+            if horizon is not None and now > horizon:
+                for state in active:
+                    outcomes[state.id] = self._outcome(state, None, removed=False)
+                for spec in waiting:
+                    outcomes[spec.id] = self._outcome(
+                        QueryState(spec, order_of[spec.id], None), None, removed=False
+                    )
+                break
+            while waiting and waiting[0].added_at <= now + TIME_EPS:  # type: ignore[operator]
+                spec = waiting.pop(0)
+                mb = find_min_batch_size(spec, self.rsf, self.c_max) if self.min_batch else None
+                active.append(QueryState(spec, order_of[spec.id], mb))
+            for state in list(active):
+                removed_at = state.spec.removed_at
+                if removed_at is not None and removed_at <= now + TIME_EPS:
+                    active.remove(state)
+                    outcomes[state.id] = self._outcome(state, None, removed=True)
+            candidates, wake = self._candidates(active, executor, now)
+            if not candidates:
+                for state in list(active):
+                    if self._complete_without_batch(state, executor, now):
+                        active.remove(state)
+                        outcomes[state.id] = self._outcome(state, now, removed=False)
+                if not active and not waiting:
+                    break
+                times = [w for w in wake if w > now]
+                if waiting:
+                    times.append(waiting[0].added_at)  # type: ignore[arg-type]
+                times += [
+                    s.spec.removed_at
+                    for s in active
+                    if s.spec.removed_at is not None and s.spec.removed_at > now
+                ]
+                if not times:
+                    times = [now + self.poll_s]
+                executor.wait_until(min(times))
+                continue
+            pick = min(
+                candidates,
+                key=lambda c: (*key(c.state, now, c.total), c.state.order, c.state.id),
+            )
+            state = pick.state
+            at = executor.now()
+            seconds = executor.run_batch(state.id, state.processed, pick.tuples, at)
+            end = executor.now()  # a real executor may also have waited for input to land
+            runs.append(
+                BatchRun(
+                    state.id, pick.kind, state.processed, pick.tuples, end - seconds, end, seconds
+                )
+            )
+            if state.first_start is None:
+                state.first_start = end - seconds
+            state.processed += pick.tuples
+            state.batches += 1
+            state.cost += seconds
+            state.last_served = served
+            served += 1
+            if self._input_done(state, executor):
+                if state.batches > 1:
+                    at = executor.now()
+                    seconds = executor.run_final(state.id, state.batches, at)
+                    end = executor.now()
+                    runs.append(
+                        BatchRun(
+                            state.id, "final", state.processed, 0, end - seconds, end, seconds
+                        )
+                    )
+                    state.cost += seconds
+                active.remove(state)
+                outcomes[state.id] = self._outcome(state, executor.now(), removed=False)
+        ordered = tuple(outcomes[s.id] for s in self._specs if s.id in outcomes)
+        return MultiResult(
+            self.strategy, self.rsf, self.c_max, self.min_batch, ordered, tuple(runs)
+        )
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _candidates(
+        self, active: list[QueryState], executor: Executor, now: float
+    ) -> tuple[list[_Candidate], list[float]]:
+        """Ready batches now, and the times at which more could become ready."""
+        ready: list[_Candidate] = []
+        wake: list[float] = []
+
+        def arrival(state: QueryState, n: int) -> None:
+            t = executor.arrival_time(state.id, n)
+            wake.append(now + self.poll_s if t is None else t)
+
+        for state in active:
+            spec = state.spec
+            arrived = executor.available(state.id, now)
+            if spec.total_known:
+                arrived = min(arrived, spec.total)
+            total = state.estimated_total(arrived, now)
+            avail = arrived - state.processed
+            remaining = total - state.processed
+            if self.min_batch is False:
+                if avail > 0:
+                    ready.append(_Candidate(state, avail, "available", total))
+                elif remaining > 0 or not spec.total_known:
+                    arrival(state, state.processed + 1)
+                continue
+            assert state.min_batch is not None
+            size = state.min_batch.size
+            if not spec.total_known and avail > 0:
+                # Sec. 4.4: with an estimated total every query competes on laxity
+                kind = "min-batch" if avail >= size else "available"
+                ready.append(_Candidate(state, min(avail, size), kind, total))
+                continue
+            if avail >= size:
+                ready.append(_Candidate(state, size, "min-batch", total))
+                continue
+            if avail > 0 and spec.total_known and avail == remaining:
+                ready.append(_Candidate(state, avail, "last", total))
+                continue
+            due = spec.arrivals.input_time(min((state.batches + 1) * size, spec.total))
+            if avail > 0 and now >= due - TIME_EPS:
+                ready.append(_Candidate(state, avail, "time", total))
+                continue
+            if due > now:
+                wake.append(due)
+            if spec.total_known:
+                arrival(state, min(state.processed + size, spec.total))
+                if avail == 0 and due <= now:
+                    arrival(state, state.processed + 1)
+            else:
+                arrival(state, state.processed + 1)
+                if now < spec.window_end:
+                    wake.append(spec.window_end)
+        return ready, wake
+
+    def _input_done(self, state: QueryState, executor: Executor) -> bool:
+        spec = state.spec
+        if spec.total_known:
+            return state.processed >= spec.total
+        now = executor.now()
+        return now >= spec.window_end and state.processed >= executor.available(state.id, now)
+
+    def _complete_without_batch(self, state: QueryState, executor: Executor, now: float) -> bool:
+        """An estimated-total query whose window closed with nothing left to process."""
+        spec = state.spec
+        if spec.total_known:
+            return False
+        return now >= spec.window_end and state.processed >= executor.available(state.id, now)
+
+    def _outcome(self, state: QueryState, completion: float | None, removed: bool) -> QueryOutcome:
+        spec = state.spec
+        met = (
+            completion is not None
+            and not removed
+            and completion <= spec.deadline + TIME_EPS * max(1.0, abs(spec.deadline))
+        )
+        return QueryOutcome(
+            query=spec.id,
+            deadline=spec.deadline,
+            completion=completion,
+            met=met,
+            removed=removed,
+            batches=state.batches,
+            tuples=state.processed,
+            cost=state.cost,
+            single_batch_cost=spec.cost.cost(max(state.processed, 1)),
+            min_batch=state.min_batch,
+        )

@@ -1,0 +1,314 @@
+"""Cost models measured on Spark: ``adabatch deadline profile`` (paper Sec. 6.2, Fig. 3-4).
+
+The paper runs each query over increasing input sizes, fits a piecewise-linear model of
+batch cost versus batch size, and models the final aggregation's cost by the number of
+batches. :func:`profile_query` does both in one sweep that is also the paper's Sec. 7.2
+experiment (cost versus number of batches, Fig. 4): for every batch size ``s`` (in landing
+slots) the whole input, already landed, is processed back to back in batches of ``s``
+slots, then the final aggregation combines the partials. Each sweep step yields
+
+- batch cost samples at ``s`` slots (their median is one point of the batch-cost fit,
+  in tuples of the query's primary stream),
+- the final aggregation's cost at that number of batches (a point of the agg fit),
+- the total cost of processing the window in that many batches (Fig. 4).
+
+The fitted :class:`~adabatch.deadline.cost.PiecewiseLinearCost` and
+:class:`~adabatch.deadline.cost.AggCostModel` are written as the JSON file the spec loader
+reads (``cost: path/to/profile.json``): ``{"cost": {...}, "agg_cost": {...}, ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adabatch.deadline.cost import (
+    AggCostModel,
+    CostModel,
+    LinearCost,
+    MonotoneCost,
+    PiecewiseLinearCost,
+    agg_cost_from_json,
+    cost_from_json,
+)
+from adabatch.deadline.queries import get_query
+from adabatch.deadline.runner import QueryRun, SparkJob, run_in_batches, run_slot_batches
+from adabatch.deadline.tpch import Manifest
+from adabatch.errors import AdabatchError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """The window processed in ``batches`` batches of ``slots`` slots each (the last may
+    be smaller): per-batch seconds, the final aggregation's seconds and the total."""
+
+    slots: int
+    batches: int
+    tuples: tuple[int, ...]
+    batch_seconds: tuple[float, ...]
+    final_seconds: float
+    total_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "slots": self.slots,
+            "batches": self.batches,
+            "tuples": list(self.tuples),
+            "batch_seconds": list(self.batch_seconds),
+            "final_seconds": self.final_seconds,
+            "total_seconds": self.total_seconds,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SweepPoint:
+        return cls(
+            int(data["slots"]),
+            int(data["batches"]),
+            tuple(int(t) for t in data["tuples"]),
+            tuple(float(s) for s in data["batch_seconds"]),
+            float(data["final_seconds"]),
+            float(data["total_seconds"]),
+        )
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A query's measured sweep and the models fitted to it."""
+
+    query: str
+    primary: str
+    scale_factor: float
+    slots: int
+    total: int
+    sweep: tuple[SweepPoint, ...]
+    cost: PiecewiseLinearCost
+    agg_cost: AggCostModel
+    small: tuple[tuple[int, float], ...] = ()
+
+    @property
+    def single_batch_cost(self) -> float:
+        """Measured cost of the whole window in one batch (the paper's D): the median of
+        the sweep's one-batch runs."""
+        ones = [p.total_seconds for p in self.sweep if p.batches == 1]
+        return statistics.median(ones) if ones else self.cost.cost(self.total)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "primary": self.primary,
+            "scale_factor": self.scale_factor,
+            "slots": self.slots,
+            "total": self.total,
+            "cost": self.cost.to_json(),
+            "agg_cost": self.agg_cost.to_json(),
+            "single_batch_cost": self.single_batch_cost,
+            "sweep": [p.to_json() for p in self.sweep],
+            "small": [list(s) for s in self.small],
+        }
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
+        return path
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Read a profile JSON written by :meth:`Profile.save`."""
+    path = Path(path)
+    if not path.is_file():
+        msg = f"profile file {str(path)!r} does not exist: run `adabatch deadline profile`"
+        raise AdabatchError(msg)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        cost = cost_from_json(data["cost"])
+        if not isinstance(cost, PiecewiseLinearCost):
+            msg = f"{path}: cost kind {data['cost'].get('kind')!r}: allowed piecewise"
+            raise AdabatchError(msg)
+        return Profile(
+            query=str(data["query"]),
+            primary=str(data["primary"]),
+            scale_factor=float(data["scale_factor"]),
+            slots=int(data["slots"]),
+            total=int(data["total"]),
+            sweep=tuple(SweepPoint.from_json(p) for p in data["sweep"]),
+            cost=cost,
+            agg_cost=agg_cost_from_json(data["agg_cost"]),
+            small=tuple((int(t), float(x)) for t, x in data.get("small", [])),
+        )
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
+        msg = f"{path} is not a profile file ({exc!r}): rerun `adabatch deadline profile`"
+        raise AdabatchError(msg) from None
+
+
+def default_sizes(slots: int) -> list[int]:
+    """Batch sizes in slots: all, 1/2, 1/4, ... down to about 1/32 of the window."""
+    sizes = []
+    for divisor in (1, 2, 4, 8, 16, 32):
+        size = max(1, math.ceil(slots / divisor))
+        if size not in sizes:
+            sizes.append(size)
+    return sizes
+
+
+def sweep_point(run: QueryRun, slots: int) -> SweepPoint:
+    """The :class:`SweepPoint` of a :func:`~adabatch.deadline.runner.run_in_batches` run."""
+    batches = [j for j in run.jobs if j.kind in ("partial", "whole")]
+    finals = [j for j in run.jobs if j.kind == "final"]
+    return SweepPoint(
+        slots=slots,
+        batches=len(batches),
+        tuples=tuple(j.tuples for j in batches),
+        batch_seconds=tuple(j.seconds for j in batches),
+        final_seconds=sum(j.seconds for j in finals),
+        total_seconds=run.cost,
+    )
+
+
+def fit_models(
+    sweep: Sequence[SweepPoint],
+    segments: int = 2,
+    small: Sequence[tuple[int, float]] = (),
+) -> tuple[PiecewiseLinearCost, AggCostModel]:
+    """Fit the batch cost (median seconds at each batch size, in tuples; ``small`` adds
+    ``(tuples, seconds)`` samples of one-slot batches that anchor the per-batch overhead)
+    and the final aggregation cost (seconds versus number of batches, sweeps of > 1 batch).
+    """
+    by_size: dict[int, list[float]] = {}
+    for point in sweep:
+        # batches of one sweep differ by at most a slot: one point at their median size
+        key = int(statistics.median(point.tuples))
+        by_size.setdefault(key, []).extend(point.batch_seconds)
+    if small:
+        key = int(statistics.median(t for t, _ in small))
+        by_size.setdefault(key, []).extend(s for _, s in small)
+    sizes = sorted(by_size)
+    medians = [statistics.median(by_size[s]) for s in sizes]
+    segments = max(1, min(segments, len(sizes) - 1))
+    fitted = PiecewiseLinearCost.fit(sizes, medians, segments)
+    # Below the smallest measured batch the fit only extrapolates (often to a zero
+    # overhead); price smaller batches like the smallest one, the per-batch overhead.
+    smallest = float(sizes[0])
+    floor = fitted.cost(int(smallest))
+    points = [(0.0, floor), (smallest, floor)]
+    points += [(x, y) for x, y in fitted.breakpoints if x > smallest]
+    if len(points) == 2:
+        points.append((fitted.breakpoints[-1][0] + smallest, fitted.cost(int(2 * smallest))))
+    cost = PiecewiseLinearCost(tuple(points))
+    multi = [(p.batches, p.final_seconds) for p in sweep if p.batches > 1]
+    if len({b for b, _ in multi}) >= 2:
+        agg = AggCostModel.fit([b for b, _ in multi], [s for _, s in multi], segments=1)
+    elif multi:
+        # one measured point: a constant cost (a tiny slope keeps the model rising)
+        seconds = max(s for _, s in multi)
+        agg = AggCostModel(PiecewiseLinearCost(((0.0, seconds), (1e6, seconds + 1e-3))))
+    else:
+        agg = AggCostModel()
+    return cost, agg
+
+
+def profile_query(
+    spark: SparkSession,
+    manifest: Manifest,
+    query: str,
+    workdir: str | Path,
+    *,
+    sizes: Sequence[int] | None = None,
+    segments: int = 2,
+    warmup: int = 1,
+    small_batches: int = 3,
+    single_repeats: int = 3,
+    on_point: Callable[[SweepPoint], None] | None = None,
+    on_job: Callable[[SparkJob], None] | None = None,
+) -> Profile:
+    """Measure ``query`` on Spark at each batch size in ``sizes`` (slots; default
+    :func:`default_sizes`) and fit its cost models (see the module docstring).
+
+    ``warmup`` unmeasured runs of the query over two batches come first: the first jobs
+    of a session pay for JIT compilation that later batches do not. The whole window in
+    one batch (``D``, which sets the deadlines) runs ``single_repeats`` times, spread over
+    the sweep, and its median counts. ``small_batches``
+    one-slot batches measure the cost of the smallest batch (the per-batch overhead that
+    a fit through large batches alone can miss).
+    """
+    qdef = get_query(query)
+    n = len(manifest.slots)
+    sizes = list(default_sizes(n) if sizes is None else sizes)
+    bad = [s for s in sizes if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= n]
+    if bad or len(sizes) < 2:
+        msg = (
+            f"profile sizes = {sizes!r}: allowed at least two batch sizes in slots, "
+            f"each from 1 to {n}"
+        )
+        raise AdabatchError(msg)
+    workdir = Path(workdir)
+    for i in range(warmup):
+        run_in_batches(spark, manifest, qdef.name, 1 if n == 1 else 2, workdir / f"warmup-{i}")
+    sweep = []
+    order = sorted(set(sizes), reverse=True)
+    if order[0] == n and single_repeats > 1:
+        rest = order[1:]
+        cuts = [round(i * len(rest) / (single_repeats - 1)) for i in range(single_repeats)]
+        order = [n]
+        for a, b in pairwise(cuts):
+            order += [*rest[a:b], n]
+    for size in order:
+        batches = math.ceil(n / size)
+        run = run_in_batches(
+            spark, manifest, qdef.name, batches, workdir / f"size-{size}", on_job=on_job
+        )
+        point = sweep_point(run, size)
+        sweep.append(point)
+        if on_point is not None:
+            on_point(point)
+    small: list[tuple[int, float]] = []
+    if small_batches > 0:
+        ranges = [(i, i) for i in range(min(small_batches, n))]
+        jobs = run_slot_batches(
+            spark, manifest, qdef.name, ranges, workdir / "small", on_job=on_job
+        )
+        small = [(j.tuples, j.seconds) for j in jobs]
+    cost, agg = fit_models(sweep, segments, small)
+    return Profile(
+        query=qdef.name,
+        primary=qdef.primary,
+        scale_factor=manifest.scale_factor,
+        slots=n,
+        total=manifest.total(qdef.primary),
+        sweep=tuple(sweep),
+        cost=cost,
+        agg_cost=agg,
+        small=tuple(small),
+    )
+
+
+def with_margin(model: CostModel, factor: float) -> CostModel:
+    """``model`` with every cost multiplied by ``factor`` (planning slack for the noise
+    of measured batch times; ``factor = 1`` returns ``model``)."""
+    if not (math.isfinite(factor) and factor >= 1.0):
+        msg = f"cost margin = {factor!r}: allowed a finite factor >= 1"
+        raise AdabatchError(msg)
+    if factor == 1.0:
+        return model
+    if isinstance(model, PiecewiseLinearCost):
+        return PiecewiseLinearCost(tuple((x, y * factor) for x, y in model.breakpoints))
+    if isinstance(model, LinearCost):
+        return LinearCost(model.per_tuple * factor, model.overhead * factor)
+    if isinstance(model, MonotoneCost) and model.expr is not None:
+        return MonotoneCost(expr=f"{factor!r} * ({model.expr})")
+    return MonotoneCost(fn=lambda n: factor * model.cost(int(n)))
+
+
+def agg_with_margin(agg: AggCostModel, factor: float) -> AggCostModel:
+    """The final-aggregation model with its costs multiplied by ``factor``."""
+    model = None if agg.model is None else with_margin(agg.model, factor)
+    return AggCostModel(model, agg.per_group * factor, agg.groups)

@@ -1,0 +1,639 @@
+"""The Spark runner: the Custom Query Scheduler's batches as Spark jobs (paper Sec. 6.1).
+
+:class:`SparkExecutor` implements the scheduling core's
+:class:`~adabatch.deadline.executor.Executor` on real Spark and the wall clock, so the
+single-query plans (Sec. 3, :func:`run_single`) and the multi-query loop (Sec. 4,
+:func:`run_multi`) run unchanged on the TPC-H landing data of :mod:`adabatch.deadline.tpch`:
+
+- input lands slot by slot in real time (:class:`~adabatch.deadline.tpch.Feeder`); a
+  query's tuples are its primary stream's tuples (:attr:`QueryDef.primary`) in slot order;
+- ``run_batch`` runs one Spark job over exactly the landed files of the slots holding the
+  batch's tuples and writes its partial aggregate as Parquet. Slots are indivisible (an
+  order travels with its lineitems), so a batch ending inside a slot takes the whole slot
+  and the next batch starts after it; a batch whose tuples were all taken already runs no
+  job and costs nothing. A batch holding the whole input runs the full query as one job;
+- ``run_final`` combines the partials (Sec. 6.1) and keeps the answer, which is compared
+  with DuckDB's answer on the full tables.
+
+Times are seconds on the specs' axis; with ``time_scale`` one spec second lasts that many
+real seconds and measured job times are divided by it. Every Spark job is appended to
+``WORKDIR/batches.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adabatch.deadline.cost import NO_AGG, AggCostModel, CostModel, LinearCost
+from adabatch.deadline.executor import PlanRun, run_plan
+from adabatch.deadline.multi import MultiQueryScheduler, MultiResult
+from adabatch.deadline.queries import (
+    QUERY_NAMES,
+    QueryDef,
+    answer_differences,
+    answer_to_json,
+    batch_frames,
+    final_frame,
+    get_query,
+    partial_frame,
+    reference_answer,
+    run_final,
+    run_partial,
+    stream_schema,
+)
+from adabatch.deadline.schedule import QueryPlan
+from adabatch.deadline.single import plan_single
+from adabatch.deadline.spec import QuerySpec, Scenario, query_spec
+from adabatch.deadline.tpch import STREAMS, Feeder, Manifest, StreamClock
+from adabatch.errors import AdabatchError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+LANDING_GRACE_S = 5.0
+"""Real seconds a batch waits for files that are due but not yet renamed into the landing
+directory (the feeder thread may lag a few milliseconds) before it fails."""
+
+
+def spec_for(
+    manifest: Manifest,
+    query: str,
+    *,
+    deadline: float,
+    cost: CostModel,
+    agg_cost: AggCostModel = NO_AGG,
+    id: str | None = None,
+) -> QuerySpec:
+    """The :class:`QuerySpec` of ``query`` over the landing data: its window is the
+    manifest's, its arrivals the slots' tuples of the query's primary stream."""
+    qdef = get_query(query)
+    return query_spec(
+        id if id is not None else qdef.name,
+        query=qdef.name,
+        inputs=qdef.streams,
+        window_start=manifest.window_start,
+        window_end=manifest.window_end,
+        deadline=deadline,
+        rate=manifest.arrivals(qdef.primary),
+        cost=cost,
+        agg_cost=agg_cost,
+    )
+
+
+def check_spec(manifest: Manifest, spec: QuerySpec) -> QueryDef:
+    """The query of ``spec``, after checking that the spec describes the landing data."""
+    if spec.query is None:
+        msg = (
+            f"query {spec.id!r} names no query to run on Spark: allowed query = one of "
+            f"{', '.join(QUERY_NAMES)}"
+        )
+        raise AdabatchError(msg)
+    qdef = get_query(spec.query)
+    total = manifest.total(qdef.primary)
+    if spec.total != total:
+        msg = (
+            f"query {spec.id!r}: total = {spec.total} tuples but the landing data holds "
+            f"{total} {qdef.primary} tuples: allowed total = {total}"
+        )
+        raise AdabatchError(msg)
+    if abs(spec.window_start - manifest.window_start) > 1e-9:
+        msg = (
+            f"query {spec.id!r}: window_start = {spec.window_start:g} but the landing data's "
+            f"window starts at {manifest.window_start:g}: allowed {manifest.window_start:g}"
+        )
+        raise AdabatchError(msg)
+    return qdef
+
+
+@dataclass(frozen=True)
+class SparkJob:
+    """One Spark job the executor ran: a batch's partial, a whole-input batch or a final
+    aggregation. ``slots`` is the inclusive slot range read (``None`` for a final)."""
+
+    query: str
+    kind: str
+    batch: int
+    slots: tuple[int, int] | None
+    tuples: int
+    requested_tuples: int
+    start: float
+    end: float
+    seconds: float
+    real_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "kind": self.kind,
+            "batch": self.batch,
+            "slots": None if self.slots is None else list(self.slots),
+            "tuples": self.tuples,
+            "requested_tuples": self.requested_tuples,
+            "start": self.start,
+            "end": self.end,
+            "seconds": self.seconds,
+            "real_seconds": self.real_seconds,
+        }
+
+
+@dataclass
+class _QueryState:
+    spec: QuerySpec
+    qdef: QueryDef
+    next_slot: int = 0
+    partials: list[Path] = field(default_factory=list)
+    schema: Any = None
+    answer: list[tuple[Any, ...]] | None = None
+
+
+class SparkExecutor:
+    """The executor interface on Spark and the wall clock (see the module docstring).
+
+    ``feeder`` (optional) is the running release thread; without one the landing
+    directory must already hold the files (e.g. released with ``Feeder.release_until``).
+    ``on_job`` is called after every Spark job (progress bars).
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        manifest: Manifest,
+        specs: Sequence[QuerySpec],
+        workdir: str | Path,
+        clock: StreamClock,
+        *,
+        feeder: Feeder | None = None,
+        on_job: Callable[[SparkJob], None] | None = None,
+    ) -> None:
+        self.spark = spark
+        self.manifest = manifest
+        self.clock = clock
+        self.feeder = feeder
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.jobs: list[SparkJob] = []
+        self._on_job = on_job
+        self._metrics = self.workdir / "batches.jsonl"
+        self._metrics.write_text("", encoding="utf-8")
+        self._wake = threading.Event()
+        self._queries: dict[str, _QueryState] = {}
+        for spec in specs:
+            qdef = check_spec(manifest, spec)
+            if spec.id in self._queries:
+                msg = f"query id {spec.id!r} appears twice: allowed unique ids"
+                raise AdabatchError(msg)
+            shutil.rmtree(self._partial_root(spec.id), ignore_errors=True)
+            self._queries[spec.id] = _QueryState(spec, qdef)
+        self._schemas: dict[str, StructType] = {
+            s: stream_schema(spark, manifest, s) for s in STREAMS
+        }
+
+    # -- the Executor protocol ---------------------------------------------------------
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def wait_until(self, t: float) -> None:
+        while True:
+            if self.feeder is not None:
+                self.feeder.check()
+            delay = self.clock.real(t) - time.monotonic()
+            if delay <= 0:
+                return
+            self._wake.wait(min(delay, 1.0))
+
+    def available(self, query_id: str, at: float) -> int:
+        state = self._state(query_id)
+        primary = state.qdef.primary
+        count = 0
+        for slot in self.manifest.slots:
+            if slot.arrival_s > at or not self._landed(slot.index):
+                break
+            count = slot.offsets[primary] + slot.tuples[primary]
+        return count
+
+    def arrival_time(self, query_id: str, n: int) -> float | None:
+        state = self._state(query_id)
+        primary = state.qdef.primary
+        total = self.manifest.total(primary)
+        if n < 1:
+            return self.manifest.window_start
+        index = self.manifest.slot_of(primary, min(n, total) - 1)
+        return self.manifest.slots[index].arrival_s
+
+    def run_batch(self, query_id: str, offset: int, tuples: int, at: float) -> float:
+        state = self._state(query_id)
+        primary = state.qdef.primary
+        total = self.manifest.total(primary)
+        if tuples < 1 or offset < 0 or offset + tuples > total:
+            msg = (
+                f"query {query_id!r}: batch of tuples [{offset}, {offset + tuples}) is outside "
+                f"its input: allowed within [0, {total})"
+            )
+            raise AdabatchError(msg)
+        last = len(self.manifest.slots) - 1
+        if offset + tuples < total:
+            last = self.manifest.slot_of(primary, offset + tuples - 1)
+        first = state.next_slot
+        batch = len(state.partials)
+        if first > last:  # every tuple of this batch rode along with an earlier slot
+            return 0.0
+        slots = list(range(first, last + 1))
+        self._await_landing(slots, query_id)
+        start = self.now()
+        began = time.monotonic()
+        if first == 0 and last == len(self.manifest.slots) - 1:
+            kind = "whole"
+            frames = batch_frames(self.spark, self.manifest, state.qdef, slots, self._schemas)
+            partial = partial_frame(self.spark, state.qdef, frames)
+            rows = final_frame(self.spark, state.qdef, partial).collect()
+            state.answer = [tuple(r) for r in rows]
+        else:
+            kind = "partial"
+            out = self._partial_root(query_id) / f"batch-{batch:05d}"
+            state.schema = run_partial(
+                self.spark, self.manifest, state.qdef, slots, out, self._schemas
+            )
+            state.partials.append(out)
+        real = time.monotonic() - began
+        held = sum(self.manifest.slots[i].tuples[primary] for i in slots)
+        self._record(query_id, kind, batch, (first, last), held, tuples, start, real)
+        state.next_slot = last + 1
+        return real / self.clock.time_scale
+
+    def run_final(self, query_id: str, batches: int, at: float) -> float:
+        state = self._state(query_id)
+        if not state.partials:
+            return 0.0  # the whole input ran as one job and produced the answer
+        start = self.now()
+        began = time.monotonic()
+        state.answer = run_final(self.spark, state.qdef, state.partials, state.schema)
+        real = time.monotonic() - began
+        self._record(query_id, "final", len(state.partials), None, 0, 0, start, real)
+        return real / self.clock.time_scale
+
+    # -- results -----------------------------------------------------------------------
+
+    def answer(self, query_id: str) -> list[tuple[Any, ...]] | None:
+        """The query's final answer once it has completed."""
+        return self._state(query_id).answer
+
+    def spark_batches(self, query_id: str) -> int:
+        """Spark jobs that processed input for the query (not counting the final)."""
+        return sum(1 for j in self.jobs if j.query == query_id and j.kind != "final")
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _state(self, query_id: str) -> _QueryState:
+        try:
+            return self._queries[query_id]
+        except KeyError:
+            msg = f"unknown query {query_id!r}: allowed one of {sorted(self._queries)}"
+            raise AdabatchError(msg) from None
+
+    def _partial_root(self, query_id: str) -> Path:
+        return self.workdir / "partials" / query_id
+
+    def _landed(self, index: int) -> bool:
+        if self.feeder is not None:
+            return index in self.feeder.released
+        slot = self.manifest.slots[index]
+        return all(self.manifest.landing_path(slot, s).is_file() for s in STREAMS)
+
+    def _await_landing(self, slots: Sequence[int], query_id: str) -> None:
+        """Wait (briefly) for due slots the feeder has not renamed yet; fail clearly."""
+        qdef = self._state(query_id).qdef
+
+        def missing() -> list[Path]:
+            out = []
+            for i in slots:
+                slot = self.manifest.slots[i]
+                out += [
+                    self.manifest.landing_path(slot, s)
+                    for s in qdef.streams
+                    if not self.manifest.landing_path(slot, s).is_file()
+                ]
+            return out
+
+        gone = missing()
+        if not gone:
+            return
+        due = all(self.manifest.slots[i].arrival_s <= self.now() for i in slots)
+        if self.feeder is not None and due:
+            give_up = time.monotonic() + LANDING_GRACE_S
+            while gone and time.monotonic() < give_up:
+                self.feeder.check()
+                self._wake.wait(0.01)
+                gone = missing()
+        if gone:
+            more = f" and {len(gone) - 1} more" if len(gone) > 1 else ""
+            msg = (
+                f"query {query_id!r}: input file {str(gone[0])!r}{more} is missing from the "
+                f"landing directory (the batch reads slots {slots[0]}..{slots[-1]})"
+            )
+            raise AdabatchError(msg)
+
+    def _record(
+        self,
+        query_id: str,
+        kind: str,
+        batch: int,
+        slots: tuple[int, int] | None,
+        tuples: int,
+        requested: int,
+        start: float,
+        real: float,
+    ) -> None:
+        seconds = real / self.clock.time_scale
+        job = SparkJob(
+            query_id, kind, batch, slots, tuples, requested, start, start + seconds, seconds, real
+        )
+        self.jobs.append(job)
+        with self._metrics.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(job.to_json(), separators=(",", ":")) + "\n")
+        if self._on_job is not None:
+            self._on_job(job)
+
+
+# ---------------------------------------------------------------------------------------
+# Runs
+
+
+@dataclass(frozen=True)
+class QueryRun:
+    """One query's outcome on Spark: schedule, measured cost, deadline and answer."""
+
+    query: str
+    name: str
+    deadline: float
+    completion: float | None
+    met: bool
+    batches: int
+    cost: float
+    planned_cost: float | None
+    answer: list[tuple[Any, ...]] | None
+    differences: list[str] | None
+    jobs: tuple[SparkJob, ...]
+    plan: QueryPlan | None = None
+
+    @property
+    def correct(self) -> bool | None:
+        """The answer equals DuckDB's (``None`` when not checked)."""
+        return None if self.differences is None else not self.differences
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "name": self.name,
+            "deadline": self.deadline,
+            "completion": self.completion,
+            "met": self.met,
+            "batches": self.batches,
+            "cost": self.cost,
+            "planned_cost": self.planned_cost,
+            "correct": self.correct,
+            "differences": self.differences,
+            "answer": None if self.answer is None else answer_to_json(self.answer),
+            "plan": None if self.plan is None else self.plan.to_json(),
+            "jobs": [j.to_json() for j in self.jobs],
+        }
+
+
+def _references(manifest: Manifest, specs: Sequence[QuerySpec], check: bool) -> dict[str, Any]:
+    if not check:
+        return {}
+    return {s.id: reference_answer(manifest, get_query(s.query)) for s in specs}
+
+
+def _start(
+    spark: SparkSession,
+    manifest: Manifest,
+    specs: Sequence[QuerySpec],
+    workdir: Path,
+    time_scale: float,
+    lead_s: float,
+    on_job: Callable[[SparkJob], None] | None,
+) -> tuple[SparkExecutor, Feeder]:
+    clock = StreamClock(manifest.window_start, time.monotonic() + lead_s, time_scale)
+    feeder = Feeder(manifest, clock)
+    feeder.reset()
+    executor = SparkExecutor(spark, manifest, specs, workdir, clock, feeder=feeder, on_job=on_job)
+    feeder.start()
+    return executor, feeder
+
+
+def run_single(
+    spark: SparkSession,
+    manifest: Manifest,
+    spec: QuerySpec,
+    workdir: str | Path,
+    *,
+    plan: QueryPlan | None = None,
+    time_scale: float = 1.0,
+    check: bool = True,
+    lead_s: float = 1.0,
+    on_job: Callable[[SparkJob], None] | None = None,
+) -> QueryRun:
+    """Plan ``spec`` with Function 1 (or run the given ``plan``) and execute it on Spark
+    in real time while the landing data arrives; compare the answer with DuckDB's.
+
+    Infeasible specs fail before anything runs, naming the earliest achievable completion.
+    """
+    workdir = Path(workdir)
+    check_spec(manifest, spec)
+    if plan is None:
+        plan = plan_single(spec)
+    if not plan.feasible:
+        msg = f"query {spec.id!r} is infeasible before running: {plan.reason}"
+        raise AdabatchError(msg)
+    references = _references(manifest, [spec], check)
+    executor, feeder = _start(spark, manifest, [spec], workdir, time_scale, lead_s, on_job)
+    try:
+        outcome: PlanRun = run_plan(plan, executor)
+    finally:
+        feeder.stop()
+    answer = executor.answer(spec.id)
+    diffs = None
+    if check:
+        diffs = ["no answer"] if answer is None else answer_differences(answer, references[spec.id])
+    run = QueryRun(
+        query=spec.id,
+        name=spec.query,
+        deadline=spec.deadline,
+        completion=outcome.completion,
+        met=outcome.met,
+        batches=executor.spark_batches(spec.id),
+        cost=sum(j.seconds for j in executor.jobs),
+        planned_cost=plan.cost,
+        answer=answer,
+        differences=diffs,
+        jobs=tuple(executor.jobs),
+        plan=plan,
+    )
+    (workdir / "run.json").write_text(json.dumps(run.to_json(), indent=1) + "\n", encoding="utf-8")
+    return run
+
+
+def run_multi(
+    spark: SparkSession,
+    manifest: Manifest,
+    scenario: Scenario,
+    workdir: str | Path,
+    *,
+    time_scale: float = 1.0,
+    check: bool = True,
+    lead_s: float = 1.0,
+    on_job: Callable[[SparkJob], None] | None = None,
+) -> tuple[MultiResult, list[QueryRun]]:
+    """Run a multi-query scenario (Sec. 4) with the scheduling loop on Spark."""
+    workdir = Path(workdir)
+    for spec in scenario.queries:
+        check_spec(manifest, spec)
+    references = _references(manifest, scenario.queries, check)
+    scheduler = MultiQueryScheduler(
+        scenario.strategy,
+        rsf=scenario.rsf,
+        c_max=scenario.c_max,
+        min_batch=scenario.min_batch,
+        poll_s=scenario.poll_s,
+    )
+    scheduler.extend(scenario.queries)
+    executor, feeder = _start(
+        spark, manifest, scenario.queries, workdir, time_scale, lead_s, on_job
+    )
+    try:
+        result = scheduler.run(executor)
+    finally:
+        feeder.stop()
+    runs = []
+    outcomes = {o.query: o for o in result.outcomes}
+    for spec in scenario.queries:
+        o = outcomes.get(spec.id)
+        answer = executor.answer(spec.id)
+        diffs = None
+        if check and o is not None and not o.removed:
+            diffs = (
+                ["no answer"] if answer is None else answer_differences(answer, references[spec.id])
+            )
+        jobs = tuple(j for j in executor.jobs if j.query == spec.id)
+        runs.append(
+            QueryRun(
+                query=spec.id,
+                name=spec.query,
+                deadline=spec.deadline,
+                completion=None if o is None else o.completion,
+                met=False if o is None else o.met,
+                batches=executor.spark_batches(spec.id),
+                cost=sum(j.seconds for j in jobs),
+                planned_cost=None,
+                answer=answer,
+                differences=diffs,
+                jobs=jobs,
+            )
+        )
+    payload = {"result": result.to_json(), "queries": [r.to_json() for r in runs]}
+    (workdir / "run.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    return result, runs
+
+
+def _landed_executor(
+    spark: SparkSession,
+    manifest: Manifest,
+    query: str,
+    workdir: str | Path,
+    on_job: Callable[[SparkJob], None] | None,
+) -> tuple[SparkExecutor, QuerySpec]:
+    """An executor over fully landed data, for runs that follow no plan."""
+    qdef = get_query(query)
+    clock = StreamClock.starting_now(manifest.window_start)
+    Feeder(manifest, clock).release_until(math.inf)
+    # no plan is followed, so the cost model is never consulted
+    spec = spec_for(manifest, qdef.name, deadline=manifest.window_end + 1.0, cost=LinearCost(1e-9))
+    return SparkExecutor(spark, manifest, [spec], workdir, clock, on_job=on_job), spec
+
+
+def _run_slot_range(executor: SparkExecutor, spec: QuerySpec, first: int, last: int) -> float:
+    primary = get_query(spec.query).primary
+    slots = executor.manifest.slots
+    offset = slots[first].offsets[primary]
+    end = slots[last].offsets[primary] + slots[last].tuples[primary]
+    return executor.run_batch(spec.id, offset, end - offset, executor.now())
+
+
+def run_in_batches(
+    spark: SparkSession,
+    manifest: Manifest,
+    query: str,
+    batches: int,
+    workdir: str | Path,
+    *,
+    check: bool = False,
+    on_job: Callable[[SparkJob], None] | None = None,
+) -> QueryRun:
+    """Cost versus number of batches (paper Sec. 7.2, Fig. 4): all input has landed, the
+    query runs back to back in ``batches`` batches of equally many slots, then the final
+    aggregation. No deadline; ``met`` is true."""
+    qdef = get_query(query)
+    n = len(manifest.slots)
+    if isinstance(batches, bool) or not isinstance(batches, int) or not 1 <= batches <= n:
+        msg = f"batches = {batches!r}: allowed an integer from 1 to {n} (the slots)"
+        raise AdabatchError(msg)
+    executor, spec = _landed_executor(spark, manifest, qdef.name, workdir, on_job)
+    bounds = [round(i * n / batches) for i in range(batches + 1)]
+    for i in range(batches):
+        _run_slot_range(executor, spec, bounds[i], bounds[i + 1] - 1)
+    if batches > 1:
+        executor.run_final(spec.id, batches, executor.now())
+    answer = executor.answer(spec.id)
+    diffs = None
+    if check:
+        want = reference_answer(manifest, qdef)
+        diffs = ["no answer"] if answer is None else answer_differences(answer, want)
+    return QueryRun(
+        query=spec.id,
+        name=qdef.name,
+        deadline=math.inf,
+        completion=executor.now(),
+        met=True,
+        batches=executor.spark_batches(spec.id),
+        cost=sum(j.seconds for j in executor.jobs),
+        planned_cost=None,
+        answer=answer,
+        differences=diffs,
+        jobs=tuple(executor.jobs),
+    )
+
+
+def run_slot_batches(
+    spark: SparkSession,
+    manifest: Manifest,
+    query: str,
+    ranges: Sequence[tuple[int, int]],
+    workdir: str | Path,
+    *,
+    on_job: Callable[[SparkJob], None] | None = None,
+) -> list[SparkJob]:
+    """Partial-aggregation jobs over the given inclusive slot ranges (increasing, not
+    overlapping), on landed data, without a final aggregation: cost samples of small
+    batches for the profile."""
+    executor, spec = _landed_executor(spark, manifest, query, workdir, on_job)
+    previous = -1
+    for first, last in ranges:
+        if not previous < first <= last < len(manifest.slots):
+            msg = (
+                f"slot range ({first}, {last}): allowed increasing, non-overlapping ranges "
+                f"within 0..{len(manifest.slots) - 1}"
+            )
+            raise AdabatchError(msg)
+        _run_slot_range(executor, spec, first, last)
+        previous = last
+    return list(executor.jobs)

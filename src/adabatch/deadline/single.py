@@ -1,0 +1,239 @@
+"""Single-query scheduling under known requirements (paper Sec. 3.1).
+
+:func:`schedule_without_agg_cost` is Function 1 ``ScheduleWithoutAggCost``: it fills the
+last batch with what can be processed between the window end and the last batch's
+deadline, then works backwards, giving each earlier batch the most tuples that can be
+processed between their availability and the next batch's start. :func:`plan_single` adds
+the slack-time start (eqs. 2-3), the outer iteration on the final-aggregation cost (eq. 4)
+and infeasibility detection with the earliest achievable completion time.
+
+Tuples are integers and a batch processes whole tuples: ``tuples_within`` rounds capacity
+down. Every batch is placed at its latest start: the last one ends at its deadline (so it
+starts at or after the window end), each earlier one ends when the next starts
+(``timePt - Cost(n)``). The paper starts the last batch at the window end and shifts
+``timePt`` by the whole available duration; with whole tuples that wastes the rounding
+remainder (and can turn a feasible query infeasible), so we shift by the batch's cost. The
+two agree whenever capacity is not rounded, as in the paper's examples. With a linear cost
+model this backward greedy needs the fewest batches (an exchange argument: moving tuples
+from an earlier batch into a later one frees exactly the time it costs); the MILP of
+Sec. 3.2 (:mod:`adabatch.deadline.milp`) checks that on random instances. For other
+monotone models it is the paper's heuristic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from adabatch.deadline.arrival import ArrivalModel
+from adabatch.deadline.cost import TIME_EPS, AggCostModel, CostModel, fits
+from adabatch.deadline.schedule import Batch, QueryPlan
+from adabatch.deadline.spec import QuerySpec
+
+
+@dataclasses.dataclass(frozen=True)
+class _Schedule:
+    batches: tuple[Batch, ...]
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.reason
+
+
+def schedule_without_agg_cost(
+    arrivals: ArrivalModel, cost: CostModel, window_end: float, deadline_last_batch: float
+) -> tuple[tuple[Batch, ...], str]:
+    """Function 1 (Sec. 3.1): the batches, in execution order, that meet
+    ``deadline_last_batch`` with the fewest batches, or ``((), reason)`` if none can.
+
+    The last batch ends at ``deadline_last_batch`` and starts no earlier than
+    ``window_end``; every other batch ends when the next starts.
+    """
+    total = arrivals.total
+    time_dur_last = deadline_last_batch - window_end
+    if not fits(0.0, time_dur_last):
+        return (), (
+            f"the last batch's deadline {deadline_last_batch:g} is before the window end "
+            f"{window_end:g}"
+        )
+    num_last = min(cost.tuples_within(time_dur_last), total)
+    if num_last == 0:
+        return (), (
+            f"not even one tuple can be processed between the window end {window_end:g} "
+            f"and the last batch's deadline {deadline_last_batch:g}"
+        )
+    last_cost = cost.cost(num_last)
+    last_start = max(window_end, deadline_last_batch - last_cost)
+    batches = [Batch(last_start, num_last, last_start + last_cost, last_cost)]
+    pending = total - num_last
+    time_pt = last_start
+    while pending > 0:
+        ip_avail_time = arrivals.input_time(pending)
+        time_dur = time_pt - ip_avail_time
+        num = cost.tuples_within(time_dur) if fits(0.0, time_dur) else 0
+        if num > pending:
+            num = pending
+        if num == 0:
+            return (), (
+                f"{pending} earlier tuples cannot be processed before {time_pt:g}: the "
+                f"{pending}th arrives at {ip_avail_time:g}"
+            )
+        batch_cost = cost.cost(num)
+        start = time_pt - batch_cost
+        batches.append(Batch(start, num, time_pt, batch_cost))
+        pending -= num
+        time_pt = start
+    batches.reverse()
+    return tuple(batches), ""
+
+
+def plan_single(spec: QuerySpec, *, earliest: bool = False) -> QueryPlan:
+    """The least-cost schedule of one query that meets its deadline (Sec. 3.1).
+
+    With non-negative slack (eq. 2) one batch starts at ``deadline - minCompCost``
+    (eq. 3). Otherwise Function 1 runs with the last batch's deadline reduced by the
+    final-aggregation cost of ``k`` batches (eq. 4), starting at ``k = 2`` and growing ``k``
+    until the aggregation cost of the batches found is at most the one assumed.
+    Infeasible specs get ``feasible=False`` and the earliest achievable completion time;
+    ``earliest=True`` computes that time for feasible specs too.
+    """
+    plan = _plan(spec)
+    if not plan.feasible or earliest:
+        plan = dataclasses.replace(plan, earliest_completion=earliest_completion(spec))
+    if not plan.feasible:
+        plan = dataclasses.replace(
+            plan,
+            reason=(
+                f"no schedule meets deadline {spec.deadline:g} ({plan.reason}); the "
+                f"earliest achievable completion is {plan.earliest_completion:.6g}"
+            ),
+        )
+    return plan
+
+
+def _plan(spec: QuerySpec) -> QueryPlan:
+    total = spec.total
+    single = spec.cost.cost(total)
+    slack = spec.deadline - spec.window_end - single  # eq. 2
+    common = {"query": spec.id, "deadline": spec.deadline, "single_batch_cost": single}
+    if fits(0.0, slack):
+        start = spec.deadline - single  # eq. 3
+        batch = Batch(start, total, start + single, single)
+        return QueryPlan(
+            feasible=True, batches=(batch,), cost=single, completion=batch.end, **common
+        )
+    agg = spec.agg_cost
+    k = 2
+    while True:
+        assumed = agg.cost(k)
+        batches, reason = schedule_without_agg_cost(
+            spec.arrivals, spec.cost, spec.window_end, spec.deadline - assumed
+        )
+        if not batches:
+            return QueryPlan(feasible=False, batches=(), cost=0.0, reason=reason, **common)
+        found = agg.cost(len(batches))
+        if found <= assumed + TIME_EPS * max(1.0, assumed):
+            work = sum(b.cost for b in batches)
+            return QueryPlan(
+                feasible=True,
+                batches=batches,
+                cost=work + found,
+                agg_cost=found,
+                completion=batches[-1].end + found,
+                **common,
+            )
+        # Function 1 needs at least as many batches for any larger k (less time), so
+        # acceptance needs an assumed cost of at least `found`: skip the k below it.
+        k = _first_k_assuming(agg, found, k + 1, total)
+        if k > total:
+            return QueryPlan(
+                feasible=False,
+                batches=(),
+                cost=0.0,
+                reason="the final-aggregation cost grows faster than batching saves",
+                **common,
+            )
+
+
+def _first_k_assuming(agg: AggCostModel, found: float, k: int, total: int) -> int:
+    """The smallest ``k' >= k`` with ``agg.cost(k') >= found`` (``total + 1`` if none up
+    to ``total``); the cost is non-decreasing in the number of batches."""
+
+    def enough(j: int) -> bool:
+        return agg.cost(j) >= found - TIME_EPS * max(1.0, found)
+
+    if k > total or enough(k):
+        return k
+    lo, step = k, 1  # enough(lo) is false
+    while lo + step <= total and not enough(lo + step):
+        lo, step = lo + step, step * 2
+    hi = min(lo + step, total + 1)  # enough(hi) or hi == total + 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if enough(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def earliest_completion(spec: QuerySpec) -> float:
+    """The earliest deadline the planner can meet for ``spec`` (bisection on the
+    deadline; one batch after the window end always works, so this is at most
+    ``window_end + minCompCost``)."""
+    hi = spec.window_end + spec.cost.cost(spec.total)
+    lo = spec.window_end
+    if _plan(dataclasses.replace(spec, deadline=lo)).feasible:
+        return lo
+    for _ in range(200):
+        if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+            break
+        mid = 0.5 * (lo + hi)
+        if _plan(dataclasses.replace(spec, deadline=mid)).feasible:
+            hi = mid
+        else:
+            lo = mid
+    snapped = round(hi, 6)  # report 10.5, not 10.4999999990, when that is feasible too
+    if snapped != hi and _plan(dataclasses.replace(spec, deadline=snapped)).feasible:
+        return snapped
+    return hi
+
+
+def plan_problems(spec: QuerySpec, plan: QueryPlan) -> list[str]:
+    """Why ``plan`` is not a valid schedule of ``spec`` (empty when it is): all tuples
+    once, in arrival order; each batch starts after its tuples arrived and after the
+    previous batch; the last starts at or after the window end; batch costs follow the
+    cost model; the final aggregation completes by the deadline."""
+    if not plan.feasible:
+        return ["the plan is marked infeasible"]
+    problems = []
+    total = sum(b.tuples for b in plan.batches)
+    if total != spec.total:
+        problems.append(f"the batches hold {total} tuples, the query {spec.total}")
+    done = 0
+    previous_end = -float("inf")
+    for i, b in enumerate(plan.batches):
+        done += b.tuples
+        if b.tuples < 1:
+            problems.append(f"batch {i} holds {b.tuples} tuples")
+        if not fits(spec.arrivals.input_time(done), b.start):
+            problems.append(
+                f"batch {i} starts at {b.start:g} before its last tuple arrives "
+                f"({spec.arrivals.input_time(done):g})"
+            )
+        if not fits(previous_end, b.start):
+            problems.append(f"batch {i} starts at {b.start:g} before the previous one ends")
+        expected = spec.cost.cost(b.tuples)
+        if abs(b.cost - expected) > TIME_EPS * max(1.0, expected) or abs(
+            b.end - b.start - b.cost
+        ) > TIME_EPS * max(1.0, abs(b.end)):
+            problems.append(f"batch {i} cost {b.cost:g} does not match the model ({expected:g})")
+        previous_end = b.end
+    if plan.batches and not fits(spec.window_end, plan.batches[-1].start):
+        problems.append("the last batch starts before the window end")
+    agg = spec.agg_cost.cost(len(plan.batches))
+    if plan.batches and not fits(previous_end + agg, spec.deadline):
+        problems.append(
+            f"completion {previous_end + agg:g} is after the deadline {spec.deadline:g}"
+        )
+    return problems

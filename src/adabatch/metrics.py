@@ -1,0 +1,293 @@
+"""Per-batch metrics and run summaries, shared by the simulator and the Spark path.
+
+One :class:`BatchRecord` per finished batch, written as one JSON object per line to
+``metrics.jsonl``; :func:`summarize` turns a list of them into ``summary.json``. Both the
+simulator and the Spark data source write these records, so one summary and one plot serve
+both (ARCHITECTURE.md, "Measuring").
+
+Latency definitions (never mixed in one table):
+- batch latency ``latency_s = interval_s + queue_delay_s + processing_s`` (the papers');
+- record latency ``record_latency_s = finished_at - mean arrival time`` of the batch's
+  records (≈ x/2 + q + p for even arrival).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adabatch.control.base import BatchReport
+from adabatch.errors import AdabatchError
+
+REQUIRED_SUMMARY_FIELDS = (
+    "controller",
+    "workload",
+    "profile",
+    "batches",
+    "mean_interval_s",
+    "mean_processing_s",
+    "mean_queue_delay_s",
+    "mean_latency_s",
+    "p95_latency_s",
+    "mean_record_latency_s",
+    "throughput_rps",
+    "stable",
+)
+
+
+# How a summary is shown (simulate and run print the same table); rows whose key a
+# summary lacks (cost for simulations, "diverged" for Spark runs) are left out.
+SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("batches", "batches", "{:d}"),
+    ("records", "records", "{:d}"),
+    ("mean_interval_s", "mean interval (s)", "{:.3f}"),
+    ("cv_interval", "interval CV", "{:.3f}"),
+    ("mean_blocks", "mean blocks", "{:.2f}"),
+    ("mean_processing_s", "mean processing (s)", "{:.3f}"),
+    ("mean_queue_delay_s", "mean queue delay (s)", "{:.3f}"),
+    ("max_queue_delay_s", "max queue delay (s)", "{:.3f}"),
+    ("mean_latency_s", "mean batch latency x+q+p (s)", "{:.3f}"),
+    ("p95_latency_s", "p95 batch latency (s)", "{:.3f}"),
+    ("mean_record_latency_s", "mean record latency (s)", "{:.3f}"),
+    ("throughput_rps", "throughput (records/s)", "{:.1f}"),
+    ("busy_fraction", "busy fraction", "{:.3f}"),
+    ("cpu_s_per_million_records", "CPU s per million records", "{:.1f}"),
+    ("cpu_cores_used", "CPU cores used", "{:.2f}"),
+    ("overloaded_fraction", "batches with p > x", "{:.3f}"),
+    ("final_queue_len", "final queue (batches)", "{:d}"),
+    ("stable", "stable", "{}"),
+    ("diverged", "diverged (stopped early)", "{}"),
+)
+
+
+def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) of every :data:`SUMMARY_ROWS` entry the summary has; ``-`` for NaN."""
+    out = []
+    for key, label, fmt in SUMMARY_ROWS:
+        if key not in summary:
+            continue
+        value = summary[key]
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            out.append((label, "-"))
+        else:
+            out.append((label, fmt.format(value)))
+    return out
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """One finished batch as written to ``metrics.jsonl``."""
+
+    batch_id: int
+    interval_s: float
+    blocks: int
+    records: int
+    processing_s: float
+    queue_delay_s: float
+    cut_at: float
+    started_at: float
+    finished_at: float
+    latency_s: float
+    record_latency_s: float
+    rate_rps: float
+    max_records: int | None = None
+    queue_len: int = 0  # batches waiting (cut, not started) when this one finished
+    controller_state: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_report(
+        cls,
+        report: BatchReport,
+        *,
+        mean_arrival_at: float | None = None,
+        max_records: int | None = None,
+        queue_len: int = 0,
+        controller_state: dict[str, Any] | None = None,
+    ) -> BatchRecord:
+        """The record of a finished batch; ``mean_arrival_at`` defaults to the interval's
+        midpoint (even arrival)."""
+        if mean_arrival_at is None:
+            mean_arrival_at = report.cut_at - report.interval_s / 2
+        return cls(
+            batch_id=report.batch_id,
+            interval_s=report.interval_s,
+            blocks=report.blocks,
+            records=report.records,
+            processing_s=report.processing_s,
+            queue_delay_s=report.queue_delay_s,
+            cut_at=report.cut_at,
+            started_at=report.started_at,
+            finished_at=report.finished_at,
+            latency_s=report.latency_s,
+            record_latency_s=report.finished_at - mean_arrival_at,
+            rate_rps=report.rate_rps,
+            max_records=max_records,
+            queue_len=queue_len,
+            controller_state=dict(controller_state or {}),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BatchRecord:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+class MetricsWriter:
+    """Appends records to ``metrics.jsonl``, one line each, flushed at once (crash-safe)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def append(self, record: BatchRecord) -> None:
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(record.to_json() + "\n")
+
+
+def write_jsonl(path: str | Path, records: Iterable[BatchRecord]) -> None:
+    """Write all ``records`` to ``path`` (replacing it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for rec in records:
+            fh.write(rec.to_json() + "\n")
+
+
+def read_jsonl(path: str | Path) -> list[BatchRecord]:
+    """Read ``metrics.jsonl`` written by the simulator or by a Spark run."""
+    path = Path(path)
+    if not path.is_file():
+        msg = f"metrics file {str(path)!r} does not exist"
+        raise AdabatchError(msg)
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                out.append(BatchRecord.from_dict(json.loads(line)))
+    return out
+
+
+def queue_slope(records: Sequence[BatchRecord]) -> float:
+    """Least-squares slope of queue delay over cut time in the second half of the run:
+    seconds of extra delay per second of stream. Positive and large means a growing queue."""
+    half = records[len(records) // 2 :]
+    if len(half) < 3:
+        return 0.0
+    t = np.array([r.cut_at for r in half])
+    q = np.array([r.queue_delay_s for r in half])
+    if float(np.ptp(t)) <= 0:
+        return 0.0
+    return float(np.polyfit(t, q, 1)[0])
+
+
+# A queue that grows by more than 2% of elapsed time in the second half of a run, and
+# holds several batches (or more than two intervals of delay) at its end, is diverging.
+DIVERGING_SLOPE = 0.02
+DIVERGING_QUEUE_BATCHES = 3
+
+
+def is_stable(records: Sequence[BatchRecord], final_queue_len: int) -> bool:
+    """Whether the batch queue stayed bounded (see ``DIVERGING_SLOPE``)."""
+    if not records:
+        return final_queue_len < DIVERGING_QUEUE_BATCHES
+    slope = queue_slope(records)
+    half = records[len(records) // 2 :]
+    median_x = float(np.median([r.interval_s for r in half]))
+    last_q = records[-1].queue_delay_s
+    backlog = final_queue_len >= DIVERGING_QUEUE_BATCHES or last_q > 2 * median_x
+    return not (slope > DIVERGING_SLOPE and backlog)
+
+
+def busy_fraction(records: Sequence[BatchRecord], duration_s: float) -> float:
+    """Processing time over the span it fell in: the offered duration, or longer when the
+    last batches finished after it (so the fraction never exceeds 1)."""
+    if not records:
+        return 0.0 if duration_s > 0 else math.nan
+    start = records[0].cut_at - records[0].interval_s
+    span = max(duration_s, max(r.finished_at for r in records) - start)
+    return sum(r.processing_s for r in records) / span if span > 0 else math.nan
+
+
+def summarize(
+    records: Sequence[BatchRecord],
+    *,
+    controller: str,
+    workload: str,
+    profile: str,
+    duration_s: float,
+    final_queue_len: int = 0,
+    skip_s: float = 0.0,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The run summary written to ``summary.json``.
+
+    ``skip_s`` leaves out batches cut in the first seconds (warm-up) from the means;
+    stability is judged on every batch. ``duration_s`` is the span of stream offered.
+    """
+    kept = (
+        [r for r in records if r.cut_at - (records[0].cut_at - records[0].interval_s) >= skip_s]
+        if records
+        else []
+    )
+    if records and not kept:
+        kept = list(records)
+
+    def mean(values: list[float]) -> float:
+        return float(np.mean(values)) if values else math.nan
+
+    def p95(values: list[float]) -> float:
+        return float(np.percentile(values, 95)) if values else math.nan
+
+    lat = [r.latency_s for r in kept]
+    rec_lat_w = sum(r.record_latency_s * r.records for r in kept)
+    n_rec = sum(r.records for r in kept)
+    intervals = [r.interval_s for r in kept]
+    mean_x = mean(intervals)
+    summary: dict[str, Any] = {
+        "controller": controller,
+        "workload": workload,
+        "profile": profile,
+        "duration_s": duration_s,
+        "batches": len(records),
+        "records": int(sum(r.records for r in records)),
+        "mean_interval_s": mean_x,
+        "cv_interval": float(np.std(intervals) / mean_x) if kept and mean_x > 0 else math.nan,
+        "mean_blocks": mean([r.blocks for r in kept]),
+        "mean_processing_s": mean([r.processing_s for r in kept]),
+        "mean_queue_delay_s": mean([r.queue_delay_s for r in kept]),
+        "max_queue_delay_s": max((r.queue_delay_s for r in kept), default=math.nan),
+        "mean_latency_s": mean(lat),
+        "p95_latency_s": p95(lat),
+        "mean_record_latency_s": rec_lat_w / n_rec
+        if n_rec
+        else mean([r.record_latency_s for r in kept]),
+        "p95_record_latency_s": p95([r.record_latency_s for r in kept]),
+        "throughput_rps": (sum(r.records for r in records) / duration_s)
+        if duration_s > 0
+        else math.nan,
+        "overloaded_fraction": mean([1.0 if r.processing_s > r.interval_s else 0.0 for r in kept]),
+        "busy_fraction": busy_fraction(records, duration_s),
+        "final_queue_len": final_queue_len,
+        "queue_slope": queue_slope(records),
+        "stable": is_stable(records, final_queue_len),
+        "skip_s": skip_s,
+    }
+    if extra:
+        summary.update(extra)
+    return summary
+
+
+def write_summary(path: str | Path, summary: dict[str, Any]) -> None:
+    """Write ``summary.json`` (NaN written as null)."""
+    clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in summary.items()}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(clean, indent=2) + "\n", encoding="utf-8")

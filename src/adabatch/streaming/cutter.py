@@ -1,0 +1,329 @@
+"""The batching component and batch queue of the papers' model, on an injected clock.
+
+::
+
+    records ──▶ batching ──▶ batch queue ──▶ processing (Spark, one batch at a time)
+                (cut every x s)                      │
+                     ▲                               │
+                     └─────── controller ◀── report ─┘
+
+:class:`BatchCutter` is pure: it reads no clock and does no I/O. The Spark reader calls
+:meth:`BatchCutter.poll` with the stream time of each ``latestOffset`` call; the cutter
+
+1. cuts every batch whose cut time has come (``plan(t)`` at each cut ``t``, the next cut at
+   ``t + plan.interval_s``; with ``plan.max_records`` only that many of the waiting records
+   enter the batch, the rest stay for later batches — admission control, nothing dropped);
+2. completes the batch handed out at the previous call: Spark runs one micro-batch at a
+   time and calls ``latestOffset`` again only after it has finished (measured on PySpark
+   4.3: ``commit(end)`` arrives one batch late, after the next ``latestOffset``), so the
+   processing time is the time from hand-out to this call, and the queue delay is the time
+   from the cut to the hand-out (ARCHITECTURE.md). The controller observes the report;
+3. hands out the next batch: the head of the queue (``fifo``, the papers' model) or all
+   waiting batches merged into one (``coalesce``), limited by Spark's ``ReadLimit``.
+
+Without a controller (``spark-default``) a batch is cut at every call that finds Spark
+idle and new records arrived: everything that has arrived goes into the next micro-batch,
+so Spark's trigger alone decides the batches, as in a plain Structured Streaming query.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from adabatch.control.base import BatchPlan, BatchReport, Controller
+from adabatch.errors import AdabatchError
+from adabatch.streaming.options import QUEUE_MODES
+
+# A poll that finds more due cuts than this stopped making progress (interval too small
+# for the time Spark was away); fail loudly rather than spin.
+MAX_CUTS_PER_POLL = 1_000_000
+
+
+@dataclass(frozen=True)
+class CutBatch:
+    """A batch cut from the stream: records ``start .. end-1``, cut at stream time
+    ``cut_at`` after an interval of ``interval_s``; ``cuts`` counts the cuts merged in."""
+
+    seq: int
+    start: int
+    end: int
+    cut_at: float
+    interval_s: float
+    blocks: int
+    max_records: int | None = None
+    cuts: int = 1
+
+    @property
+    def records(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Limit:
+    """Spark's read limit for one ``latestOffset`` call (``None``: no limit)."""
+
+    max_rows: int | None = None
+    min_rows: int | None = None
+
+
+NO_LIMIT = Limit()
+
+
+@dataclass(frozen=True)
+class Poll:
+    """What one call did: the finished batch's report (if any) with the queue length at
+    its completion, and the batch handed to Spark now (if any)."""
+
+    report: BatchReport | None = None
+    report_batch: CutBatch | None = None
+    queue_len: int = 0
+    handed: CutBatch | None = None
+    changed: bool = False
+
+
+def merge(batches: list[CutBatch]) -> CutBatch:
+    """Consecutive cut batches as one: all their records, the span of their intervals,
+    the last cut's time and blocks."""
+    first, last = batches[0], batches[-1]
+    return CutBatch(
+        seq=last.seq,
+        start=first.start,
+        end=last.end,
+        cut_at=last.cut_at,
+        interval_s=last.cut_at - (first.cut_at - first.interval_s),
+        blocks=last.blocks,
+        max_records=last.max_records,
+        cuts=sum(b.cuts for b in batches),
+    )
+
+
+class BatchCutter:
+    """Cuts, queues and hands out batches for a controller (or for ``spark-default``).
+
+    Parameters
+    ----------
+    controller
+        The controller to run, or ``None`` for ``spark-default``.
+    available
+        Records arrived by a stream time (the source's ``available``).
+    queue
+        ``fifo`` or ``coalesce``.
+    blocks
+        Blocks per batch in ``spark-default`` mode.
+    start_at
+        Stream time at which the first interval starts.
+    """
+
+    def __init__(
+        self,
+        controller: Controller | None,
+        available: Callable[[float], int],
+        *,
+        queue: str = "fifo",
+        blocks: int = 2,
+        start_at: float = 0.0,
+    ) -> None:
+        if queue not in QUEUE_MODES:
+            msg = f"queue = {queue!r}: allowed {', '.join(QUEUE_MODES)}"
+            raise AdabatchError(msg)
+        self.controller = controller
+        self.available = available
+        self.queue_mode = queue
+        self.blocks = blocks
+        self.next_offset = 0  # first record not yet in a cut batch
+        self.next_seq = 0
+        self.handed_count = 0  # batch ids of handed-out batches
+        self.last_cut_at = start_at
+        self.queue: list[CutBatch] = []
+        self.in_flight: CutBatch | None = None
+        self.started_at: float | None = None  # hand-out time of in_flight
+        self.in_flight_id = -1
+        self.plan_start = start_at
+        self.plan: BatchPlan | None = None  # the plan of the interval starting at plan_start
+
+    # -- the three steps of a poll -------------------------------------------------------
+
+    def poll(self, now: float, limit: Limit = NO_LIMIT) -> Poll:
+        """One ``latestOffset`` call at stream time ``now`` (see the module docstring)."""
+        changed = self._cut_due(now)
+        report = None
+        report_batch = None
+        queue_len = 0
+        if self.in_flight is not None:
+            report_batch = self.in_flight
+            report = self._complete(now)
+            queue_len = len(self.queue)
+            changed = True
+        if self.controller is None and self.in_flight is None and not self.queue:
+            changed = self._cut_idle(now) or changed
+        handed = self._hand_out(now, limit)
+        return Poll(report, report_batch, queue_len, handed, changed or handed is not None)
+
+    def _cut_due(self, now: float) -> bool:
+        if self.controller is None:
+            return False
+        if self.plan is None:
+            self.plan = self.controller.plan(self.plan_start)
+        cuts = 0
+        while self.plan_start + self.plan.interval_s <= now:
+            cut_at = self.plan_start + self.plan.interval_s
+            self._cut(cut_at, self.plan.interval_s, self.plan.blocks, self.plan.max_records)
+            self.plan_start = cut_at
+            self.plan = self.controller.plan(cut_at)
+            cuts += 1
+            if cuts > MAX_CUTS_PER_POLL:
+                msg = (
+                    f"more than {MAX_CUTS_PER_POLL} batches fell due at once (interval "
+                    f"{self.plan.interval_s:g} s); the controller's interval is too small"
+                )
+                raise AdabatchError(msg)
+        return cuts > 0
+
+    def _cut(self, cut_at: float, interval_s: float, blocks: int, max_records: int | None) -> None:
+        end = max(self.available(cut_at), self.next_offset)
+        if max_records is not None:
+            end = min(end, self.next_offset + max_records)
+        self.queue.append(
+            CutBatch(
+                seq=self.next_seq,
+                start=self.next_offset,
+                end=end,
+                cut_at=cut_at,
+                interval_s=interval_s,
+                blocks=blocks,
+                max_records=max_records,
+            )
+        )
+        self.next_seq += 1
+        self.next_offset = end
+        self.last_cut_at = cut_at
+
+    def _cut_idle(self, now: float) -> bool:
+        arrived = self.available(now)
+        if arrived <= self.next_offset or now <= self.last_cut_at:
+            return False
+        self._cut(now, now - self.last_cut_at, self.blocks, None)
+        return True
+
+    def _complete(self, now: float) -> BatchReport:
+        batch, started = self.in_flight, self.started_at
+        assert batch is not None and started is not None
+        report = BatchReport(
+            batch_id=self.in_flight_id,
+            interval_s=batch.interval_s,
+            blocks=batch.blocks,
+            records=batch.records,
+            processing_s=now - started,
+            queue_delay_s=started - batch.cut_at,
+            cut_at=batch.cut_at,
+            started_at=started,
+            finished_at=now,
+        )
+        self.in_flight = None
+        self.started_at = None
+        if self.controller is not None:
+            self.controller.observe(report)
+        return report
+
+    def _hand_out(self, now: float, limit: Limit) -> CutBatch | None:
+        if not self.queue:
+            return None
+        take = len(self.queue) if self.queue_mode == "coalesce" else 1
+        if limit.min_rows is not None:
+            total, take = 0, 0
+            for take, b in enumerate(self.queue, start=1):  # noqa: B007
+                total += b.records
+                if total >= limit.min_rows:
+                    break
+            if total < limit.min_rows:
+                return None
+            if self.queue_mode == "coalesce":
+                take = len(self.queue)
+        batch = merge(self.queue[:take])
+        rest = self.queue[take:]
+        if limit.max_rows is not None and batch.records > limit.max_rows:
+            cut_point = batch.start + limit.max_rows
+            rest = [dataclasses.replace(batch, start=cut_point), *rest]
+            batch = dataclasses.replace(batch, end=cut_point)
+        self.queue = rest
+        self.in_flight = batch
+        self.started_at = now
+        self.in_flight_id = self.handed_count
+        self.handed_count += 1
+        return batch
+
+    # -- restarts --------------------------------------------------------------------------
+
+    def requeue_in_flight(self) -> None:
+        """Put the handed-out batch back at the head of the queue (Spark never got it)."""
+        if self.in_flight is not None:
+            self.queue.insert(0, self.in_flight)
+            self.in_flight = None
+            self.started_at = None
+            self.handed_count -= 1
+
+    def drop_in_flight(self) -> CutBatch | None:
+        """Forget the handed-out batch (Spark finished it, its finish time is lost)."""
+        batch, self.in_flight, self.started_at = self.in_flight, None, None
+        return batch
+
+    def restart_in_flight(self, now: float) -> None:
+        """Spark replays the handed-out batch from its checkpoint: it starts again now."""
+        if self.in_flight is not None:
+            self.started_at = now
+
+    def skip_to(self, offset: int) -> None:
+        """Records before ``offset`` are already in Spark's batches (state was behind)."""
+        self.queue = [b for b in self.queue if b.end > offset]
+        if self.queue and self.queue[0].start < offset:
+            self.queue[0] = dataclasses.replace(self.queue[0], start=offset)
+        self.next_offset = max(self.next_offset, offset)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The cut schedule, queue and in-flight batch as a JSON-able dict."""
+        return {
+            "next_offset": self.next_offset,
+            "next_seq": self.next_seq,
+            "handed_count": self.handed_count,
+            "last_cut_at": self.last_cut_at,
+            "plan_start": self.plan_start,
+            "plan": None if self.plan is None else dataclasses.asdict(self.plan),
+            "queue": [dataclasses.asdict(b) for b in self.queue],
+            "in_flight": None if self.in_flight is None else dataclasses.asdict(self.in_flight),
+            "in_flight_id": self.in_flight_id,
+            "started_at": self.started_at,
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state` wrote."""
+        self.next_offset = int(state["next_offset"])
+        self.next_seq = int(state["next_seq"])
+        self.handed_count = int(state["handed_count"])
+        self.last_cut_at = float(state["last_cut_at"])
+        self.plan_start = float(state["plan_start"])
+        plan = state.get("plan")
+        self.plan = None if plan is None else BatchPlan(**plan)
+        self.queue = [CutBatch(**b) for b in state.get("queue", [])]
+        flight = state.get("in_flight")
+        self.in_flight = None if flight is None else CutBatch(**flight)
+        self.in_flight_id = int(state.get("in_flight_id", -1))
+        started = state.get("started_at")
+        self.started_at = None if started is None else float(started)
+
+    def waiting_records(self, now: float) -> int:
+        """Records arrived but not yet handed to Spark (queued or not yet cut)."""
+        queued = sum(b.records for b in self.queue)
+        return queued + max(self.available(now) - self.next_offset, 0)
+
+    def __repr__(self) -> str:
+        nxt = math.nan if self.plan is None else self.plan_start + self.plan.interval_s
+        return (
+            f"BatchCutter(queue={len(self.queue)}, in_flight={self.in_flight is not None}, "
+            f"next_offset={self.next_offset}, next_cut={nxt:g})"
+        )

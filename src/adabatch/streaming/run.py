@@ -1,0 +1,429 @@
+"""One controller steering one real Spark query for a while: what ``adabatch run`` does.
+
+:func:`run_spark` starts (or reuses) a SparkSession, reads the ``adabatch`` source with the
+controller, attaches the workload's sink (:mod:`adabatch.workloads`), runs the query for a
+duration of stream time, stops it, and writes the same files as a simulation: the
+per-batch ``metrics.jsonl`` (written by the source as it goes), ``summary.json``
+(:func:`adabatch.metrics.summarize` plus cost) and ``timeline.png``
+(:func:`adabatch.plots.plot_timeline`).
+
+Layout of ``out_dir``: ``metrics.jsonl``, ``summary.json``, ``timeline.png``,
+``spark_progress.jsonl`` (Spark's own per-batch progress), ``checkpoint/`` (Spark's) with
+``checkpoint/adabatch-state.json`` (the source's) inside, and the workload's SQLite file.
+Running again with the same ``out_dir`` restarts the query from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adabatch import cost
+from adabatch.errors import AdabatchError
+from adabatch.metrics import BatchRecord, read_jsonl, summarize, write_summary
+from adabatch.profiles import parse_duration
+from adabatch.streaming.options import SPARK_DEFAULT, parse_options
+from adabatch.streaming.state import check_same_query, load_state, read_status
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+STATE_FILE = "adabatch-state.json"
+# Spark's first micro-batches compile code and start Python workers; a query that has not
+# handed out its first batch after this long is stuck.
+STARTUP_TIMEOUT_S = 600.0
+POLL_S = 0.5
+DRAIN_TIMEOUT_S = 60.0  # longest wait for the batch in flight when the duration is over
+# The driver's default thread stack overflows in Spark's regex check of a long Python
+# traceback when a query is stopped during foreachBatch (StreamExecution.
+# isInterruptionException, measured on PySpark 4.3): give threads a larger stack.
+SPARK_CONF = {
+    "spark.driver.extraJavaOptions": "-Xss16m",
+    "spark.ui.showConsoleProgress": "false",
+}
+RECENT_PROGRESS = "100000"  # keep every progress report of a run (Spark keeps 100)
+DEFAULT_WARMUP_S = 20.0  # issue 4 acceptance judges convergence "after the first 20 s"
+
+
+def parse_trigger(text: str) -> float | None:
+    """``"default"`` -> ``None`` (next batch as soon as the previous ends) or
+    ``"processingTime:1s"`` -> ``1.0``."""
+    spec = str(text).strip()
+    if spec.lower() == "default":
+        return None
+    kind, sep, value = spec.partition(":")
+    if kind.strip().lower() != "processingtime" or not sep:
+        msg = f"trigger {text!r} is not allowed: default or processingTime:DURATION (e.g. 1s)"
+        raise AdabatchError(msg)
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        msg = f"trigger {text!r}: the processingTime interval must be > 0"
+        raise AdabatchError(msg)
+    return seconds
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one Spark run needs; validated by :func:`run_spark` before Spark starts."""
+
+    workload: str
+    controller: str
+    profile: str
+    duration_s: float
+    out_dir: Path
+    params: Mapping[str, Any] = field(default_factory=dict)
+    master: str = "local[*]"
+    db_url: str | None = None
+    trigger: str = "default"
+    seed: int = 0
+    keys: int = 1000
+    skip_s: float | None = None  # warm-up left out of the means; None: min(20 s, half)
+    queue: str = "fifo"
+    source_options: Mapping[str, Any] = field(default_factory=dict)
+    per_key_commit: bool = False
+
+    @property
+    def warmup_s(self) -> float:
+        """Seconds of stream time left out of the summary's means."""
+        if self.skip_s is None:
+            return min(DEFAULT_WARMUP_S, self.duration_s / 2)
+        return self.skip_s
+
+    @property
+    def run_id(self) -> str:
+        """Stable for an output directory, so a restart continues the same run."""
+        digest = hashlib.sha1(str(Path(self.out_dir).resolve()).encode()).hexdigest()[:12]
+        return f"{self.workload}-{digest}"
+
+    @property
+    def state_path(self) -> Path:
+        return Path(self.out_dir) / "checkpoint" / STATE_FILE
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the live progress line shows."""
+
+    stream_s: float | None  # stream time now (None before the stream started)
+    duration_s: float  # stream time at which the run stops
+    last: BatchRecord | None
+    batches: int
+    records: int
+    queue_len: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    records: tuple[BatchRecord, ...]
+    summary: dict[str, Any]
+    paths: dict[str, Path]
+    interrupted: bool
+
+
+def query_error(exc: BaseException | Any) -> str:
+    """One line from a failed query: our AdabatchError's message if it carries one."""
+    text = str(getattr(exc, "desc", None) or exc)
+    found = re.findall(r"AdabatchError: ([^\n]+)", text)
+    if found:
+        return found[-1].strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "unknown error")
+    return f"the Spark query failed: {first[:300]}"
+
+
+class _MetricsTail:
+    """Reads the lines appended to ``metrics.jsonl`` since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pos = path.stat().st_size if path.exists() else 0
+        self.earlier = len(read_jsonl(path)) if path.exists() else 0  # from earlier runs
+        self.records: list[BatchRecord] = []
+
+    def poll(self) -> list[BatchRecord]:
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as fh:
+            fh.seek(self.pos)
+            data = fh.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        self.pos += len(complete)
+        new = [
+            BatchRecord.from_dict(json.loads(line))
+            for line in complete.decode("utf-8").splitlines()
+            if line.strip()
+        ]
+        self.records.extend(new)
+        return new
+
+
+def spark_durations(
+    records: Sequence[BatchRecord], progress: Sequence[Mapping[str, Any]]
+) -> list[BatchRecord]:
+    """Records with processing times from Spark's own progress reports.
+
+    Under a ``processingTime`` trigger Spark asks the source for the next batch only at the
+    next trigger, so the source sees a batch end late; Spark's ``triggerExecution`` duration
+    of the micro-batch with the same input rows is the processing time then. Records are
+    matched to progress reports in order by their record counts.
+    """
+    reports = [p for p in progress if "triggerExecution" in p.get("durationMs", {})]
+    out, j = [], 0
+    for rec in records:
+        while j < len(reports) and int(reports[j].get("numInputRows", -1)) != rec.records:
+            j += 1
+        if j == len(reports):
+            out.append(rec)
+            continue
+        p = reports[j]["durationMs"]["triggerExecution"] / 1000.0
+        j += 1
+        finished = rec.started_at + p
+        out.append(
+            dataclasses.replace(
+                rec,
+                processing_s=p,
+                finished_at=finished,
+                latency_s=rec.interval_s + rec.queue_delay_s + p,
+                record_latency_s=rec.record_latency_s - (rec.finished_at - finished),
+            )
+        )
+    return out
+
+
+def check_run(cfg: RunConfig) -> tuple[Any, Any, float | None]:
+    """Validate everything that can be checked without Spark; return workload, its config
+    and the trigger interval."""
+    from adabatch.workloads import WorkloadConfig, get_workload
+
+    workload = get_workload(cfg.workload)
+    if not (cfg.duration_s > 0 and math.isfinite(cfg.duration_s)):
+        msg = f"duration {cfg.duration_s!r} must be a positive number of seconds"
+        raise AdabatchError(msg)
+    if not (0 <= cfg.warmup_s < cfg.duration_s):
+        msg = f"warm-up {cfg.warmup_s!r} s must be >= 0 and shorter than the duration"
+        raise AdabatchError(msg)
+    options = parse_options(_source_options(cfg))
+    trigger_s = parse_trigger(cfg.trigger)
+    if trigger_s is not None and cfg.controller != SPARK_DEFAULT:
+        msg = (
+            f"trigger {cfg.trigger!r} fights the controller's own schedule: use it with "
+            f"--controller {SPARK_DEFAULT} (controllers need the default trigger)"
+        )
+        raise AdabatchError(msg)
+    wcfg = WorkloadConfig(
+        name=cfg.workload,
+        out_dir=Path(cfg.out_dir),
+        run_id=cfg.run_id,
+        keys=cfg.keys,
+        db_url=cfg.db_url,
+        per_key_commit=cfg.per_key_commit,
+    )
+    saved = load_state(cfg.state_path)
+    if saved is not None:
+        check_same_query(cfg.state_path, saved, options.fingerprint())
+    elif (Path(cfg.out_dir) / "checkpoint" / "offsets").exists():
+        msg = (
+            f"{str(Path(cfg.out_dir) / 'checkpoint')!r} is a checkpoint without adabatch "
+            "state (a different query?): use a new --out"
+        )
+        raise AdabatchError(msg)
+    workload.check(wcfg)
+    return workload, wcfg, trigger_s
+
+
+def _source_options(cfg: RunConfig) -> dict[str, str]:
+    out = {
+        "controller": cfg.controller,
+        "profile": cfg.profile,
+        "queue": cfg.queue,
+        "seed": str(cfg.seed),
+        "keys": str(cfg.keys),
+        "metrics_path": str((Path(cfg.out_dir) / "metrics.jsonl").resolve()),
+        "state_path": str(cfg.state_path.resolve()),
+    }
+    out.update({f"param.{k}": str(v) for k, v in cfg.params.items()})
+    out.update({k: str(v) for k, v in cfg.source_options.items()})
+    return out
+
+
+def run_spark(
+    cfg: RunConfig,
+    *,
+    spark: SparkSession | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    stop: threading.Event | None = None,
+) -> RunResult:
+    """Run ``cfg`` on real Spark and write the run's files (see the module docstring).
+
+    Stops at ``cfg.duration_s`` of stream time, when ``stop`` is set, or on
+    ``KeyboardInterrupt`` (the files are written in every case).
+    """
+    from adabatch.api import absolute_trace, read_stream
+    from adabatch.plots import plot_timeline
+    from adabatch.spark import get_spark
+
+    cfg = dataclasses.replace(cfg, profile=absolute_trace(cfg.profile))
+    workload, wcfg, trigger_s = check_run(cfg)
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "metrics": out / "metrics.jsonl",
+        "summary": out / "summary.json",
+        "timeline": out / "timeline.png",
+        "progress": out / "spark_progress.jsonl",
+        "checkpoint": out / "checkpoint",
+    }
+    if spark is None:
+        spark = get_spark(cfg.master, conf=SPARK_CONF)
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", RECENT_PROGRESS)
+    opts = _source_options(cfg)
+    df = read_stream(
+        spark,
+        controller=cfg.controller,
+        params=cfg.params,
+        profile=cfg.profile,
+        metrics_path=opts["metrics_path"],
+        state_path=opts["state_path"],
+        queue=cfg.queue,
+        seed=cfg.seed,
+        keys=cfg.keys,
+        **cfg.source_options,
+    )
+    writer = (
+        workload.start(df, wcfg)
+        .option("checkpointLocation", str(paths["checkpoint"].resolve()))
+        .queryName(f"adabatch_{cfg.workload}_{cfg.run_id.split('-')[-1]}")
+    )
+    if trigger_s is not None:
+        writer = writer.trigger(processingTime=f"{round(trigger_s * 1000)} milliseconds")
+    tail = _MetricsTail(paths["metrics"])
+    status = read_status(cfg.state_path)
+    stop_at = (status.last_seen if status is not None else 0.0) + cfg.duration_s
+    before = cost.snapshot()
+    wall0 = time.time()
+    query = writer.start()
+    interrupted = False
+    try:
+        _watch(query, cfg, stop_at, tail, on_progress, stop, wall0)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress = [json.loads(p.json) for p in query.recentProgress]
+        error = query.exception() if not query.isActive else None
+        query.stop()
+        after = cost.snapshot()
+    if error is not None:
+        raise AdabatchError(query_error(error))
+    tail.poll()
+    new_records = tail.records
+    with paths["progress"].open("a", encoding="utf-8") as fh:
+        for p in progress:
+            fh.write(json.dumps(p, separators=(",", ":")) + "\n")
+    records = read_jsonl(paths["metrics"]) if paths["metrics"].exists() else []
+    if trigger_s is not None:
+        records = spark_durations(records, progress)
+    status = read_status(cfg.state_path)
+    stream_s = status.last_seen if status is not None else 0.0
+    wall = after.at - before.at
+    cpu_s = cost.cpu_seconds(before, after)
+    spark_busy_s = sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress)
+    extra = {
+        "mode": "spark",
+        "master": cfg.master,
+        "trigger": cfg.trigger,
+        "queue": cfg.queue,
+        "seed": cfg.seed,
+        "keys": cfg.keys,
+        "controller_params": dict(cfg.params),
+        "requested_duration_s": cfg.duration_s,
+        "interrupted": interrupted,
+        "wall_s": wall,
+        "spark_busy_fraction": spark_busy_s / 1000.0 / wall if wall > 0 else None,
+        **cost.cost_summary(cpu_s, sum(r.records for r in new_records), wall),
+        "lost_reports": (load_state(cfg.state_path) or {}).get("lost_reports", 0),
+    }
+    summary = summarize(
+        records,
+        controller=cfg.controller,
+        workload=cfg.workload,
+        profile=cfg.profile,
+        duration_s=stream_s,
+        final_queue_len=status.queue_len if status is not None else 0,
+        skip_s=cfg.warmup_s if stream_s > cfg.warmup_s else 0.0,
+        extra=extra,
+    )
+    write_summary(paths["summary"], summary)
+    if records:
+        title = f"{cfg.controller} on {cfg.workload} under {cfg.profile} (Spark {cfg.master})"
+        plot_timeline(records, paths["timeline"], title)
+    return RunResult(tuple(records), summary, paths, interrupted)
+
+
+def _watch(
+    query: StreamingQuery,
+    cfg: RunConfig,
+    stop_at: float,
+    tail: _MetricsTail,
+    on_progress: Callable[[Progress], None] | None,
+    stop: threading.Event | None,
+    wall0: float,
+) -> None:
+    """Wait until stream time ``stop_at`` (or a stop), reporting progress."""
+    while True:
+        if not query.isActive:
+            return
+        tail.poll()
+        status = read_status(cfg.state_path)
+        if status is not None and status.saved_at < wall0:
+            status = None  # written by an earlier run: its clock is not this query's
+        stream_s = status.stream_time(time.time()) if status is not None else None
+        if on_progress is not None:
+            on_progress(
+                Progress(
+                    stream_s=stream_s,
+                    duration_s=stop_at,
+                    last=tail.records[-1] if tail.records else None,
+                    batches=len(tail.records),
+                    records=sum(r.records for r in tail.records),
+                    queue_len=status.queue_len if status is not None else 0,
+                )
+            )
+        if stream_s is not None and stream_s >= stop_at:
+            _drain(query, cfg, tail, stop)
+            return
+        if stream_s is None and time.time() - wall0 > STARTUP_TIMEOUT_S:
+            msg = f"the query did not start its stream within {STARTUP_TIMEOUT_S:g} s"
+            raise AdabatchError(msg)
+        if stop is not None and stop.wait(POLL_S):
+            return
+        if stop is None:
+            time.sleep(POLL_S)
+
+
+def _drain(
+    query: StreamingQuery, cfg: RunConfig, tail: _MetricsTail, stop: threading.Event | None
+) -> None:
+    """Let the batch Spark is processing finish, so it is measured and committed, before
+    the query stops (bounded by ``DRAIN_TIMEOUT_S``); a batch handed out meanwhile is
+    interrupted by the stop and replayed by a restart."""
+    status = read_status(cfg.state_path)
+    if status is None:
+        return
+    lost = int((load_state(cfg.state_path) or {}).get("lost_reports", 0))
+    deadline = time.time() + DRAIN_TIMEOUT_S
+    while query.isActive and time.time() < deadline:
+        tail.poll()
+        if tail.earlier + len(tail.records) + lost >= status.handed:
+            return
+        if stop is not None and stop.is_set():
+            return
+        time.sleep(0.05)

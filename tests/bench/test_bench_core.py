@@ -1,0 +1,291 @@
+"""The bench framework without Spark: configs, ratios within a group, tables, CSV, the
+Markdown section and results page, directory rules, the registry and the CLI's errors."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from adabatch.bench import core, report
+from adabatch.bench.core import (
+    Analysis,
+    Config,
+    Experiment,
+    ExperimentResult,
+    Figure,
+    Outcome,
+    Settings,
+    Verdict,
+)
+from adabatch.cli import main
+from adabatch.errors import AdabatchError
+from adabatch.metrics import BatchRecord
+
+
+def record(i: int, x: float, p: float, q: float = 0.0) -> BatchRecord:
+    cut = (i + 1) * x
+    return BatchRecord(
+        batch_id=i,
+        interval_s=x,
+        blocks=2,
+        records=100,
+        processing_s=p,
+        queue_delay_s=q,
+        cut_at=cut,
+        started_at=cut + q,
+        finished_at=cut + q + p,
+        latency_s=x + q + p,
+        record_latency_s=x / 2 + q + p,
+        rate_rps=100 / x,
+    )
+
+
+def outcome(
+    name: str,
+    controller: str,
+    latency: float,
+    cpu: float,
+    *,
+    stable: bool = True,
+    group: str = "g",
+    trigger: str = "default",
+    interval: float = 1.0,
+) -> Outcome:
+    params = {"interval": interval} if controller == "static" else {}
+    cfg = Config(name, workload="reduce", controller=controller, profile="constant:100",
+                 duration_s=10, params=params, trigger=trigger, group=group)  # fmt: skip
+    summary = {
+        "stable": stable,
+        "mean_latency_s": latency,
+        "p95_latency_s": latency * 1.2,
+        "cpu_s_per_million_records": cpu,
+        "busy_fraction": 0.5,
+        "mean_interval_s": interval,
+    }
+    return Outcome(cfg, summary, (record(0, interval, 0.4),), Path("/nonexistent") / name)
+
+
+def test_config_roles_names_and_baselines() -> None:
+    base = {"workload": "reduce", "profile": "constant:100", "duration_s": 10}
+    assert Config("a", controller="static", **base).role == "static"
+    assert Config("b", controller="fixed-point", **base).role == "adaptive"
+    sd, t1, t2 = core.spark_baselines(triggers=(1.0, 2.5), prefix="x-", **base)
+    assert (sd.name, sd.role, sd.trigger) == ("x-spark-default", "spark-default", "default")
+    assert (t1.name, t1.role, t1.trigger) == ("x-trigger-1s", "trigger", "processingTime:1s")
+    assert t2.trigger == "processingTime:2.5s"
+    sweep = core.static_sweep((0.5, 2), blocks=4, **base)
+    assert [c.name for c in sweep] == ["static-0.5s", "static-2s"]
+    assert sweep[0].params == {"interval": 0.5, "blocks": 4}
+    cfg = sweep[0].run_config(Path("/tmp/r"), seed=7, master="local[2]")
+    assert (cfg.seed, cfg.master, cfg.params["interval"], cfg.controller) == (
+        7, "local[2]", 0.5, "static")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["Upper", "has space", "", "-dash", "a/b", "section.md"])
+def test_config_rejects_bad_names(name: str) -> None:
+    with pytest.raises(AdabatchError, match="config name"):
+        Config(name, workload="reduce", controller="static", profile="constant:1", duration_s=1)
+
+
+def test_config_rejects_non_positive_duration() -> None:
+    with pytest.raises(AdabatchError, match="duration_s = 0"):
+        Config("a", workload="reduce", controller="static", profile="constant:1", duration_s=0)
+
+
+def test_oracle_is_the_best_stable_static_within_the_group() -> None:
+    outs = [
+        outcome("s-0.5", "static", 0.9, 100, stable=False, interval=0.5),
+        outcome("s-1", "static", 2.0, 80, interval=1.0),
+        outcome("s-2", "static", 3.0, 60, interval=2.0),
+        outcome("other-s", "static", 1.0, 50, group="h"),
+        outcome("fp", "fixed-point", 2.5, 70),
+        outcome("sd", "spark-default", 1.0, 140),
+        outcome("t1", "spark-default", 1.5, 90, trigger="processingTime:1s"),
+    ]
+    assert core.oracle(outs, "g").name == "s-1"  # the unstable 0.5 s is faster but excluded
+    assert core.oracle(outs, "h").name == "other-s"
+    assert core.spark_default(outs, "g").name == "sd"
+    assert core.spark_default(outs, "h") is None
+    r = core.ratios(core.by_name(outs, "fp"), outs)
+    assert r["latency_to_oracle"] == pytest.approx(1.25)
+    assert r["cpu_to_oracle"] == pytest.approx(70 / 80)
+    assert r["latency_to_default"] == pytest.approx(2.5)
+    assert r["cpu_to_default"] == pytest.approx(0.5)
+    lone = core.ratios(core.by_name(outs, "other-s"), outs)
+    assert lone["latency_to_oracle"] == 1.0 and math.isnan(lone["latency_to_default"])
+    with pytest.raises(AdabatchError, match="no outcome named 'zz'"):
+        core.by_name(outs, "zz")
+
+
+def test_no_stable_static_means_no_oracle_and_the_table_says_so() -> None:
+    outs = [outcome("s", "static", 1.0, 10, stable=False), outcome("fp", "fixed-point", 2, 5)]
+    assert core.oracle(outs) is None
+    table = report.standard_table(outs)
+    assert "none (no static interval was stable)" in table.note
+    row = dict(zip(table.columns, table.rows[1], strict=True))
+    assert row["vs oracle"] == "-" and row["stable"] == "yes"
+    assert dict(zip(table.columns, table.rows[0], strict=True))["stable"] == "NO"
+
+
+def test_standard_table_has_cost_next_to_latency_and_groups_split() -> None:
+    outs = [
+        outcome("a-s", "static", 2.0, 80, group="a"),
+        outcome("a-sd", "spark-default", 1.0, 160, group="a"),
+        outcome("b-s", "static", 4.0, 40, group="b"),
+    ]
+    tables = report.group_tables(outs)
+    assert [t.title for t in tables] == ["a", "b"]
+    cols = tables[0].columns
+    for needed in ("latency x+q+p (s)", "p95 latency (s)", "vs oracle", "vs spark-default",
+                   "busy", "CPU s/M rec"):  # fmt: skip
+        assert needed in cols
+    row = dict(zip(cols, tables[0].rows[0], strict=True))
+    assert row["vs spark-default"] == "2.00x" and row["CPU vs spark-default"] == "0.50x"
+    md = tables[0].markdown()
+    assert md.count("\n|") == 4  # header, rule, two rows
+    assert "| a-sd | Spark default trigger |" in md
+
+
+def test_fmt_cells() -> None:
+    assert report.fmt(None) == "-" and report.fmt(math.nan) == "-"
+    assert report.fmt(True) == "yes" and report.fmt(False) == "NO"
+    assert report.fmt(1234.5) == "1234" and report.fmt(0.12345, 2) == "0.12"
+    assert report.fmt_ratio(math.inf) == "-" and report.fmt_ratio(1.234) == "1.23x"
+
+
+def test_phase_means_split_by_stream_time() -> None:
+    recs = tuple(record(i, 1.0, 0.2 if i < 5 else 0.8) for i in range(10))
+    o = Outcome(outcome("x", "static", 1, 1).config, {}, recs, Path("/x"))
+    phases = [("before", 0.0, 5.0), ("after", 5.0, math.inf)]
+    m = report.phase_means(o, phases, skip_s=1.0)
+    # batch i is cut at i+1 s of stream time; cut at 1..4 before (the 0 s skip drops none),
+    # 5..10 after
+    assert m["before"]["batches"] == 4 and m["before"]["processing_s"] == pytest.approx(0.2)
+    assert m["after"]["batches"] == 6
+    assert m["after"]["processing_s"] == pytest.approx((0.2 + 5 * 0.8) / 6)
+    table = report.phase_table([o], phases, "t")
+    assert [r[1] for r in table.rows] == ["before", "after"]
+
+
+class _Tiny(Experiment):
+    name = "tiny"
+    title = "Tiny"
+    paper = "nothing"
+
+
+def _result(tmp_path: Path, outs: list[Outcome], verdicts: tuple[Verdict, ...]) -> ExperimentResult:
+    exp_dir = tmp_path / "out" / "tiny"
+    exp_dir.mkdir(parents=True)
+    fig = exp_dir / "f.png"
+    fig.write_bytes(b"png")
+    csv_path = report.write_summaries_csv(exp_dir / "summaries.csv", outs)
+    analysis = Analysis(
+        tables=(report.standard_table(outs),),
+        figures=(Figure(fig, "a figure"),),
+        shows="It shows things.",
+        paper="It agrees.",
+        verdicts=verdicts,
+    )
+    settings = Settings(tmp_path / "out", quick=True, seed=3, command="adabatch bench tiny")
+    return ExperimentResult(_Tiny(), settings, tuple(outs), analysis, exp_dir,
+                            exp_dir / "section.md", csv_path, 12.0)  # fmt: skip
+
+
+def test_csv_section_and_results_page(tmp_path: Path) -> None:
+    outs = [outcome("s", "static", 2.0, 80), outcome("sd", "spark-default", 1.0, 160)]
+    verdicts = (Verdict("it works", True, "2 < 3", headline=True), Verdict("side", False))
+    result = _result(tmp_path, outs, verdicts)
+    rows = list(csv.DictReader(result.csv.open()))
+    assert [r["config"] for r in rows] == ["s", "sd"]
+    assert rows[0]["role"] == "static" and float(rows[0]["latency_to_default"]) == 2.0
+    assert rows[1]["stable"] == "True" and rows[0]["cpu_s_per_million_records"] == "80"
+    section = report.write_section(result).read_text()
+    assert "adabatch bench tiny" in section and "![a figure](f.png)" in section
+    assert "**it works** — holds (headline). 2 < 3" in section
+    assert "**side** — does NOT hold." in section
+    docs = tmp_path / "docs"
+    page = report.write_results_page(
+        [result],
+        docs,
+        command="adabatch bench all",
+        facts={"cores": "2"},
+        missing=["pid (module not written yet)"],
+    )
+    text = page.read_text()
+    assert (docs / "results" / "tiny" / "f.png").is_file()
+    assert (docs / "results" / "tiny" / "summaries.csv").is_file()
+    assert "![a figure](results/tiny/f.png)" in text
+    assert "Machine: cores 2." in text and "Not run: pid (module not written yet)." in text
+    assert "- `tiny`: it works — holds." in text
+
+
+def test_prepare_dir_refuses_to_mix_runs(tmp_path: Path) -> None:
+    d = tmp_path / "exp"
+    core.prepare_dir(d, force=False, resume=False)
+    (d / "x").write_text("1")
+    with pytest.raises(AdabatchError, match="already holds results"):
+        core.prepare_dir(d, force=False, resume=False)
+    with pytest.raises(AdabatchError, match="not written by adabatch bench"):
+        core.prepare_dir(d, force=True, resume=False)
+    assert (d / "x").exists()
+    core.prepare_dir(d, force=False, resume=True)
+    assert (d / "x").exists()
+    (d / core.MARKER).write_text("{}")
+    core.prepare_dir(d, force=True, resume=False)
+    assert d.is_dir() and not any(d.iterdir())
+
+
+def test_registry_knows_the_issue_order_and_rejects_unknown_names() -> None:
+    assert core.names()[:5] == ["static-vs-adaptive", "timeline", "gradient", "keys", "resources"]
+    assert core.get_experiment("timeline").name == "timeline"
+    with pytest.raises(AdabatchError, match="unknown experiment 'nope': allowed all"):
+        core.get_experiment("nope")
+    for name in ["static-vs-adaptive", "timeline", "gradient", "keys", "resources"]:
+        assert name in core.available()
+
+
+@pytest.mark.parametrize(
+    "name", ["static-vs-adaptive", "timeline", "gradient", "keys", "resources"]
+)
+def test_quick_versions_stay_within_the_ci_budget(name: str) -> None:
+    exp = core.get_experiment(name)
+    settings = Settings(Path("/tmp/unused"), quick=True)
+    configs = exp.configs(settings)
+    planned = sum(c.duration_s for c in configs)
+    if exp.planned_followups(settings):
+        mean = sum(c.duration_s for c in configs) / len(configs)
+        planned += max(c.duration_s for c in configs) * exp.planned_followups(settings)
+        assert mean > 0
+    assert planned <= 90
+    if not exp.planned_followups(settings):  # else it comes with the follow-ups
+        assert "spark-default" in {c.role for c in configs}
+    names = [c.name for c in configs]
+    assert len(names) == len(set(names))
+
+
+def test_full_static_vs_adaptive_covers_every_workload_rate_and_baseline() -> None:
+    configs = core.get_experiment("static-vs-adaptive").configs(Settings(Path("/tmp/u")))
+    groups = {c.group for c in configs}
+    assert len(groups) == 8
+    for g in groups:
+        mine = [c for c in configs if c.group == g]
+        assert {c.role for c in mine} == {"static", "adaptive", "spark-default", "trigger"}
+        assert {c.controller for c in mine} >= {"fixed-point", "isotonic", "pid", "adcom"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "nope", "--out", "X"], "unknown experiment 'nope'"),
+        (["bench", "timeline", "--out", "X", "--seed", "-1"], "--seed '-1' must be an integer"),
+        (["bench", "timeline", "--out", "X", "--force", "--resume"], "exclude each other"),
+    ],
+)
+def test_cli_bad_input_is_one_line(argv: list[str], message: str, capsys, tmp_path) -> None:
+    argv = [a if a != "X" else str(tmp_path / "o") for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("adabatch: error: ") and message in err and err.count("\n") == 1

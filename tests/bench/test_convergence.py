@@ -1,0 +1,58 @@
+"""``convergence`` (DyBBS Fig. 8): the convergence time computed from per-batch metrics,
+the step schedule, and the simulator's prediction the experiment prints next to Spark."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from adabatch.bench.convergence import (
+    Schedule,
+    convergence_time,
+    schedule,
+    simulated_times,
+)
+from adabatch.metrics import BatchRecord
+from adabatch.profiles import parse_profile
+
+
+def run_of(intervals: list[float], start: float = 0.0) -> list[BatchRecord]:
+    out, t = [], start
+    for x in intervals:
+        out.append(BatchRecord(0, x, 2, 1, 0.1, 0.0, t + x, t + x, t + x + 0.1, 0, 0, 0))
+        t += x
+    return out
+
+
+def test_settling_after_a_ramp_is_timed_from_the_phase_start() -> None:
+    records = run_of([0.5, 0.5, 1.0, 2.0, 2.0, 1.9, 2.1, 2.0, 2.0])
+    # rolling medians of 3: 0.5 0.5 0.5 1.0 2.0 2.0 ...: settled from the 5th batch (t=4)
+    assert convergence_time(records, 0.0, 100.0) == pytest.approx(4.0)
+    # the same run seen from a phase that starts at its 3rd batch
+    assert convergence_time(records, 1.0, 100.0) == pytest.approx(3.0)
+
+
+def test_one_noisy_batch_does_not_reset_the_clock_but_a_late_move_does() -> None:
+    steady = [1.0] * 4 + [1.6] + [1.0] * 5
+    assert convergence_time(run_of(steady), 0.0, 100.0) == 0.0
+    late = [1.0] * 8 + [2.0, 2.0, 2.0, 2.0]
+    # rolling medians reach 2.0 at the second 2 s batch, which starts at 8 + 2 s
+    assert convergence_time(run_of(late), 0.0, 100.0) == pytest.approx(10.0)
+    assert math.isinf(convergence_time(run_of([1.0] * 6 + [2.0, 3.0, 4.5, 7.0]), 0.0, 100.0))
+    assert math.isnan(convergence_time(run_of([1.0, 1.0]), 0.0, 100.0))
+
+
+def test_schedule_steps_low_high_low_high() -> None:
+    s = Schedule(100.0, 300.0, 10.0, 20.0)
+    prof = parse_profile(s.profile)
+    assert [prof.rate(t) for t in (5, 15, 35, 55)] == [100.0, 300.0, 100.0, 300.0]
+    assert s.first == (10.0, 30.0) and s.second == (50.0, 70.0) and s.duration_s == 70.0
+    quick = schedule(quick=True)
+    assert quick.duration_s < 45.0  # two runs well within a CI smoke budget
+
+
+def test_simulator_predicts_faster_reconvergence_for_isotonic() -> None:
+    times = simulated_times(schedule(quick=False), seeds=(0, 1, 2))
+    first, second = times["isotonic"]
+    assert second < first

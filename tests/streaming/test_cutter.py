@@ -1,0 +1,153 @@
+"""The batching component and batch queue without Spark: a stream clock driven by hand."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from adabatch.control import registry
+from adabatch.control.base import BatchPlan, BatchReport, Controller
+from adabatch.errors import AdabatchError
+from adabatch.streaming.cutter import BatchCutter, CutBatch, Limit, merge
+
+
+def constant(rate: float):
+    """``available(t)`` of a constant-rate stream (records arrive at k / rate)."""
+    return lambda t: max(math.floor(t * rate + 1e-9), 0)
+
+
+class Scripted(Controller):
+    """Plans the intervals it is given (then repeats the last); records what it saw."""
+
+    name = "scripted"
+    summary = "test helper"
+
+    def __init__(self, intervals, blocks=2, max_records=None):
+        super().__init__()
+        self.intervals = list(intervals)
+        self.blocks = blocks
+        self.max_records = max_records
+        self.plans: list[float] = []
+        self.reports: list[BatchReport] = []
+
+    def plan(self, now: float) -> BatchPlan:
+        self.plans.append(now)
+        x = self.intervals[min(len(self.plans) - 1, len(self.intervals) - 1)]
+        return BatchPlan(x, self.blocks, self.max_records)
+
+    def observe(self, report: BatchReport) -> None:
+        self.reports.append(report)
+
+    def state(self):
+        return {"plans": len(self.plans)}
+
+    def restore(self, state):
+        pass
+
+
+def test_cuts_on_schedule_and_measures_processing_and_queue_delay():
+    ctrl = Scripted([1.0])
+    cutter = BatchCutter(ctrl, constant(100))
+    assert cutter.poll(0.5).handed is None  # nothing due before the first cut
+    first = cutter.poll(1.02).handed
+    assert first == CutBatch(seq=0, start=0, end=100, cut_at=1.0, interval_s=1.0, blocks=2)
+    # Spark is busy until 3.5: the cuts at 2.0 and 3.0 wait in the queue
+    poll = cutter.poll(3.5)
+    assert poll.report is not None
+    assert poll.report.processing_s == pytest.approx(2.48)
+    assert poll.report.queue_delay_s == pytest.approx(0.02)
+    assert poll.queue_len == 2  # both waiting when batch 0 finished
+    assert poll.handed.cut_at == 2.0 and poll.handed.records == 100  # fifo: one batch
+    poll = cutter.poll(3.6)
+    assert poll.report.queue_delay_s == pytest.approx(1.5)
+    assert poll.handed.cut_at == 3.0
+    assert [r.batch_id for r in ctrl.reports] == [0, 1]
+    # plan(t) was called at every cut, at the cut's own time, in order
+    assert ctrl.plans == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_coalesce_merges_waiting_batches():
+    cutter = BatchCutter(Scripted([1.0]), constant(100), queue="coalesce")
+    cutter.poll(1.0)
+    poll = cutter.poll(4.2)  # cuts at 2, 3, 4 waited
+    assert poll.handed.start == 100 and poll.handed.end == 400
+    assert poll.handed.cuts == 3
+    assert poll.handed.interval_s == pytest.approx(3.0)
+    assert poll.handed.cut_at == 4.0
+
+
+def test_admission_control_keeps_every_record():
+    ctrl = Scripted([1.0], max_records=60)
+    cutter = BatchCutter(ctrl, constant(100))
+    handed = []
+    t = 1.0
+    for _ in range(12):
+        poll = cutter.poll(t)
+        if poll.handed is not None:
+            handed.append(poll.handed)
+        t += 1.0
+    sizes = [b.records for b in handed]
+    assert max(sizes) == 60
+    # contiguous, no gaps: records beyond the cap stay for the next batch
+    assert all(a.end == b.start for a, b in itertools.pairwise(handed))
+    assert handed[0].start == 0
+    assert cutter.next_offset == sum(sizes)
+    # backlog grows by 40 per interval: what is not admitted is still waiting
+    assert cutter.waiting_records(t - 1.0) == 100 * int(t - 1.0) - sum(sizes)
+
+
+def test_read_limits_split_and_wait():
+    cutter = BatchCutter(Scripted([1.0]), constant(100))
+    poll = cutter.poll(1.0, Limit(max_rows=30))
+    assert poll.handed.records == 30
+    poll = cutter.poll(1.1, Limit(max_rows=30))
+    assert (poll.handed.start, poll.handed.end) == (30, 60)
+    assert poll.handed.cut_at == 1.0  # the rest of the same cut
+    cutter = BatchCutter(Scripted([1.0]), constant(100))
+    assert cutter.poll(1.0, Limit(min_rows=250)).handed is None
+    assert cutter.poll(2.0, Limit(min_rows=250)).handed is None
+    handed = cutter.poll(3.0, Limit(min_rows=250)).handed
+    assert (handed.start, handed.end, handed.cuts) == (0, 300, 3)
+
+
+def test_spark_default_hands_out_everything_when_idle():
+    cutter = BatchCutter(None, constant(100), blocks=3)
+    first = cutter.poll(0.5).handed
+    assert (first.start, first.end, first.blocks) == (0, 50, 3)
+    assert first.interval_s == pytest.approx(0.5)
+    # the poll that completes a batch hands out what arrived meanwhile
+    poll = cutter.poll(0.8)
+    assert poll.report.processing_s == pytest.approx(0.3)
+    assert (poll.handed.start, poll.handed.end) == (50, 80)
+    assert poll.handed.interval_s == pytest.approx(0.3)
+    poll = cutter.poll(0.8)  # finished at once, nothing new arrived: no batch
+    assert poll.report is not None and poll.handed is None
+    assert cutter.poll(2.0).handed.end == 200
+
+
+def test_state_round_trip_continues_identically():
+    def run(cutter, times):
+        return [cutter.poll(t).handed for t in times]
+
+    a = BatchCutter(registry.create("static", {"interval": 0.7}), constant(50))
+    b_ctrl = registry.create("static", {"interval": 0.7})
+    run(a, [0.7, 1.0, 2.3])
+    b = BatchCutter(b_ctrl, constant(50))
+    b.restore(a.state())
+    assert run(a, [3.0, 3.3, 5.0]) == run(b, [3.0, 3.3, 5.0])
+
+
+def test_runaway_interval_fails_loudly():
+    tiny = Scripted([1e-7])
+    cutter = BatchCutter(tiny, constant(1))
+    with pytest.raises(AdabatchError, match="too small"):
+        cutter.poll(1.0)
+
+
+def test_merge_keeps_the_last_plan():
+    a = CutBatch(0, 0, 10, 1.0, 1.0, 2)
+    b = CutBatch(1, 10, 25, 1.5, 0.5, 4)
+    m = merge([a, b])
+    assert (m.start, m.end, m.blocks, m.interval_s, m.cut_at) == (0, 25, 4, 1.5, 1.5)

@@ -1,0 +1,77 @@
+"""The shared per-batch metrics and run summary (simulator and Spark path alike)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from adabatch.control import BatchReport
+from adabatch.errors import AdabatchError
+from adabatch.metrics import (
+    REQUIRED_SUMMARY_FIELDS,
+    BatchRecord,
+    MetricsWriter,
+    busy_fraction,
+    is_stable,
+    read_jsonl,
+    summarize,
+    write_summary,
+)
+
+
+def run(interval: float, processing: float, n: int) -> list[BatchRecord]:
+    """A single-server queue with constant interval and processing time."""
+    out, free = [], 0.0
+    for i in range(n):
+        cut = (i + 1) * interval
+        start = max(cut, free)
+        free = start + processing
+        rep = BatchReport(i, interval, 2, 100, processing, start - cut, cut, start, free)
+        out.append(BatchRecord.from_report(rep, queue_len=0))
+    return out
+
+
+def test_record_latencies_follow_both_definitions() -> None:
+    rep = BatchReport(0, 2.0, 2, 100, 0.5, 0.25, 2.0, 2.25, 2.75)
+    rec = BatchRecord.from_report(rep)
+    assert rec.latency_s == pytest.approx(2.75)  # x + q + p
+    assert rec.record_latency_s == pytest.approx(1.75)  # finished - mean arrival (x/2 before)
+
+
+def test_stable_queue_is_stable_and_growing_queue_is_not() -> None:
+    assert is_stable(run(1.0, 0.6, 200), final_queue_len=0)
+    growing = run(1.0, 1.3, 200)
+    assert growing[-1].queue_delay_s == pytest.approx(199 * 0.3)
+    assert not is_stable(growing, final_queue_len=60)
+
+
+def test_summary_has_the_contract_fields_and_right_means(tmp_path) -> None:
+    recs = run(1.0, 0.6, 100)
+    s = summarize(
+        recs, controller="static", workload="reduce", profile="constant:100", duration_s=100.0
+    )
+    for key in REQUIRED_SUMMARY_FIELDS:
+        assert key in s
+    assert s["mean_latency_s"] == pytest.approx(1.6)
+    assert s["mean_record_latency_s"] == pytest.approx(1.1)
+    assert s["throughput_rps"] == pytest.approx(100.0)
+    assert s["busy_fraction"] == pytest.approx(0.6, rel=0.01)
+    assert s["stable"] is True
+    write_summary(tmp_path / "summary.json", s)
+    assert json.loads((tmp_path / "summary.json").read_text())["batches"] == 100
+
+
+def test_busy_fraction_never_exceeds_one_when_batches_finish_late() -> None:
+    recs = run(1.0, 1.5, 10)  # last batch finishes at 1 + 10 * 1.5 = 16 s
+    assert busy_fraction(recs, duration_s=10.0) == pytest.approx(15.0 / 16.0)
+
+
+def test_jsonl_round_trip_and_missing_file(tmp_path) -> None:
+    writer = MetricsWriter(tmp_path / "m" / "metrics.jsonl")
+    recs = run(0.5, 0.2, 5)
+    for r in recs:
+        writer.append(r)
+    assert read_jsonl(tmp_path / "m" / "metrics.jsonl") == recs
+    with pytest.raises(AdabatchError, match="does not exist"):
+        read_jsonl(tmp_path / "nope.jsonl")
