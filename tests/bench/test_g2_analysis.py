@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from adabatch.bench.core import Context, Outcome, Settings, get_experiment
+from adabatch.bench.core import Config, Context, Outcome, Settings, get_experiment
 from adabatch.sim.run import make_scenario, simulate
 
 TRUTH = {"overhead_s": 0.55, "per_record_s": 7e-6, "per_block_s": 0.04, "sigma": 0.05}
@@ -28,19 +28,19 @@ def simulated(name: str, settings: Settings, model: dict | None = None) -> list[
     return out
 
 
-def simulated_one(name: str, c, settings: Settings, model: dict | None) -> Outcome:  # noqa: ANN001
-    if True:
-        overrides = dict(model or {})
-        if c.workload == "join":
-            overrides["join_keys"] = c.keys
-        sc = make_scenario(
-            c.workload, c.profile, c.duration_s, seed=settings.seed, model=overrides,
-            warmup=c.skip_s if c.skip_s is not None else 0.0,
-        )  # fmt: skip
-        result = simulate(sc, c.controller, dict(c.params))
-        run_dir = settings.out / name / c.name
-        run_dir.mkdir(parents=True, exist_ok=True)
-        return Outcome(c, dict(result.summary), result.records, run_dir)
+def simulated_one(name: str, c: Config, settings: Settings, model: dict | None) -> Outcome:
+    """Simulate one experiment config with the (optionally overridden) workload model."""
+    overrides = dict(model or {})
+    if c.workload == "join":
+        overrides["join_keys"] = c.keys
+    warmup = c.skip_s if c.skip_s is not None else 0.0
+    sc = make_scenario(
+        c.workload, c.profile, c.duration_s, seed=settings.seed, model=overrides, warmup=warmup
+    )
+    result = simulate(sc, c.controller, dict(c.params))
+    run_dir = settings.out / name / c.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return Outcome(c, dict(result.summary), result.records, run_dir)
 
 
 def analyze(name: str, settings: Settings, outcomes: list[Outcome]):

@@ -409,9 +409,7 @@ class MultiQueryScheduler:
                     seconds = executor.run_final(state.id, state.batches, at)
                     end = executor.now()
                     runs.append(
-                        BatchRun(
-                            state.id, "final", state.processed, 0, end - seconds, end, seconds
-                        )
+                        BatchRun(state.id, "final", state.processed, 0, end - seconds, end, seconds)
                     )
                     state.cost += seconds
                 active.remove(state)

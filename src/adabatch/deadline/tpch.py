@@ -33,6 +33,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -81,7 +82,10 @@ def generate_tables(scale_factor: float, tables_dir: str | Path) -> Path:
         recorded = json.loads(stamp.read_text(encoding="utf-8"))
         if recorded.get("scale_factor") == sf:
             return out
-    exe = shutil.which("tpchgen-cli")
+    # the venv's scripts directory is not on PATH when its python is run by path
+    exe = shutil.which("tpchgen-cli") or shutil.which(
+        "tpchgen-cli", path=str(Path(sys.executable).parent)
+    )
     if exe is None:
         msg = "tpchgen-cli is not installed: allowed `pip install tpchgen-cli`"
         raise AdabatchError(msg)
