@@ -776,7 +776,12 @@ def write_report(results: dict[str, Any], out: Path, docs: Path | None = None) -
         "- D = measured cost of the whole window in one batch (the 1-batch run of the "
         "profile sweep); deadlines are `window end + f·D`. Function 1 plans with the fitted "
         f"cost models times a margin of {cfg['margin']:g}.",
-        f"- Total bench time {results.get('elapsed_s', math.nan):.0f} s.",
+        f"- Total bench time {results.get('elapsed_s', math.nan):.0f} s. Command: "
+        f"`adabatch deadline bench --out {cfg['out']} --sf {data['scale_factor']:g} "
+        f"--slots {data['slots']} --rate {data['rate_slots_per_s']:g} "
+        f"--margin {cfg['margin']:g} --master {cfg['master']}"
+        + (" --quick" if cfg["quick"] else "")
+        + "`.",
         "",
     ]
     profiles = results.get("profiles", {})
@@ -796,10 +801,15 @@ def write_report(results: dict[str, Any], out: Path, docs: Path | None = None) -
     if single:
         lines += ["## Single query, deadlines 1D to 0.1D on the Spark runner (Fig. 6)", ""]
         met = sum(1 for r in single if r["met"])
+        infeasible = sum(1 for r in single if not r["feasible"])
+        late = sum(1 for r in single if r["feasible"] and not r["met"])
+        ran = sum(1 for r in single if r.get("correct") is not None)
         correct = sum(1 for r in single if r.get("correct"))
         lines += [
-            f"{met} of {len(single)} runs met their deadline; {correct} answers equal DuckDB's "
-            "on the full data.",
+            f"{met} of {len(single)} runs met their deadline; {infeasible} were infeasible "
+            f"before running (the earliest achievable completion is later than the deadline) "
+            f"and {late} feasible plans finished late. {correct} of the {ran} answers equal "
+            "DuckDB's on the full data.",
             "",
         ]
         header = ["query", "f", "deadline (s)", "planned batches", "Spark batches", "cost / D",
