@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from adabatch.commands.args import parse_int
 from adabatch.control.registry import parse_params
-from adabatch.errors import AdabatchError
 from adabatch.metrics import summary_rows
 from adabatch.profiles import GRAMMAR, parse_duration
 from adabatch.streaming.options import SPARK_DEFAULT
@@ -53,18 +53,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_shared_arguments(parser)
 
 
-def _int(text: str, what: str, low: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"{what} {text!r} is not an integer"
-        raise AdabatchError(msg) from None
-    if value < low:
-        msg = f"{what} {text!r} must be >= {low}"
-        raise AdabatchError(msg)
-    return value
-
-
 def config_from_args(
     args: argparse.Namespace, controller: str, params: dict[str, Any], out: Path
 ) -> RunConfig:
@@ -79,8 +67,8 @@ def config_from_args(
         master=args.master,
         db_url=args.db,
         trigger=getattr(args, "trigger", "default"),
-        seed=_int(args.seed, "--seed", 0),
-        keys=_int(args.keys, "--keys", 1),
+        seed=parse_int(args.seed, "--seed", 0),
+        keys=parse_int(args.keys, "--keys", 1),
         skip_s=None if args.warmup is None else parse_duration(args.warmup),
         queue=args.queue,
         source_options=parse_params(args.source_option),

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from adabatch.commands.args import parse_int
 from adabatch.control.registry import parse_params
 from adabatch.errors import AdabatchError
 from adabatch.metrics import summary_rows
@@ -53,18 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep-blocks", default="2", help="blocks to sweep, e.g. 1,2,4")
 
 
-def _int(text: str, what: str, low: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        msg = f"{what} {text!r} is not an integer"
-        raise AdabatchError(msg) from None
-    if value < low:
-        msg = f"{what} {text!r} must be >= {low}"
-        raise AdabatchError(msg)
-    return value
-
-
 def _float(text: str | None, what: str) -> float | None:
     if text is None:
         return None
@@ -86,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         args.workload,
         args.profile,
         args.duration,
-        seed=_int(args.seed, "--seed", 0),
+        seed=parse_int(args.seed, "--seed", 0),
         model=parse_params(args.model),
         calibration=args.calibration,
         noise=_float(args.noise, "--noise"),
@@ -98,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     params = parse_params(args.param)
     if args.sweep_static:  # validate the grid before the (longer) runs
         intervals = parse_grid(args.intervals)
-        blocks = [_int(b.strip(), "--sweep-blocks", 1) for b in args.sweep_blocks.split(",")]
+        blocks = [parse_int(b.strip(), "--sweep-blocks", 1) for b in args.sweep_blocks.split(",")]
     result = simulate(scenario, args.controller, params)
     paths = write_run(Path(args.out), result)
     console = Console()
