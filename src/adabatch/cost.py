@@ -4,12 +4,16 @@ A local Spark run is a process tree under our Python process: the JVM that py4j 
 (driver and executors), the Python workers and daemon the JVM forks, and our own process
 (which runs ``foreachBatch`` functions). :func:`snapshot` reads the CPU time (user +
 system) of every process in the tree, including what each has collected from its
-finished, reaped children; :func:`cpu_seconds` is the CPU spent between two snapshots.
+finished, reaped children; :func:`cpu_seconds` is the CPU spent between two snapshots and
+:class:`CpuMeter` adds it up over samples taken while a run goes on.
 
 A process that ends between two snapshots is counted through its parent's reaped-children
-time (its CPU before the first snapshot is subtracted); one whose parent in the tree does
-not reap it before the second snapshot is missed. Processes outside the tree (another
-user's Spark) are never counted.
+time when its parent waits for it. PySpark's worker daemon does not: it ignores SIGCHLD,
+so the kernel reaps its workers and their CPU time reaches nobody. Such a process's CPU
+after the last snapshot that saw it is lost, so runs are sampled every half second
+(:class:`CpuMeter`): comparing only a start and an end snapshot would lose a recycled
+worker's whole lifetime (measured: whole runs reported as 0 CPU seconds). Processes
+outside the tree (another user's Spark) are never counted.
 """
 
 from __future__ import annotations
@@ -100,20 +104,55 @@ def snapshot(root: int | None = None) -> CpuSnapshot:
 
 
 def cpu_seconds(before: CpuSnapshot, after: CpuSnapshot) -> float:
-    """CPU seconds the tree used between two snapshots of the same root."""
+    """CPU seconds the tree used between two snapshots of the same root.
+
+    A process seen in both counts its own CPU time's growth; a new one all of it. A parent
+    seen in both adds the growth of its reaped-children time, less what was counted
+    before of its children that are gone (they are in that growth when it waited for
+    them). A gone child nobody accounted for loses its CPU since ``before``.
+    """
     if before.root != after.root:
         msg = f"snapshots of different process trees ({before.root} and {after.root})"
         raise AdabatchError(msg)
     old = {(p.pid, p.started): p for p in before.processes}
     new = {(p.pid, p.started): p for p in after.processes}
-    total = 0.0
-    for key, proc in new.items():
-        total += proc.total_s - (old[key].total_s if key in old else 0.0)
+    gone_by_parent: dict[int, float] = {}
     for key, proc in old.items():
         if key not in new:
-            # ended and reaped: its whole lifetime is now in its parent's children time
-            total -= proc.total_s
-    return max(total, 0.0)
+            gone_by_parent[proc.ppid] = gone_by_parent.get(proc.ppid, 0.0) + proc.total_s
+    total = 0.0
+    for key, proc in new.items():
+        prev = old.get(key)
+        if prev is None:  # born since ``before``: so were the children it reaped
+            total += proc.total_s
+            continue
+        total += proc.own_s - prev.own_s
+        reaped = proc.children_s - prev.children_s
+        total += max(0.0, reaped - gone_by_parent.get(proc.pid, 0.0))
+    return total
+
+
+class CpuMeter:
+    """CPU seconds of a process tree while it runs: :meth:`sample` it often (every
+    ``interval_s`` at most; extra calls are free) and read :attr:`cpu_s`."""
+
+    def __init__(self, root: int | None = None, interval_s: float = 0.5) -> None:
+        self.first = self.last = snapshot(root)
+        self.interval_s = interval_s
+        self.cpu_s = 0.0
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds from the first to the latest sample."""
+        return self.last.at - self.first.at
+
+    def sample(self, *, force: bool = False) -> float:
+        """Take a snapshot if ``interval_s`` has passed (or ``force``); the CPU so far."""
+        if force or time.time() - self.last.at >= self.interval_s:
+            current = snapshot(self.last.root)
+            self.cpu_s += cpu_seconds(self.last, current)
+            self.last = current
+        return self.cpu_s
 
 
 def cost_summary(cpu_s: float, records: int, wall_s: float) -> dict[str, float | None]:

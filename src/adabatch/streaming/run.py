@@ -173,13 +173,13 @@ def spark_durations(
 
     Under a ``processingTime`` trigger Spark asks the source for the next batch only at the
     next trigger, so the source sees a batch end late; Spark's ``triggerExecution`` duration
-    of the micro-batch with the same input rows is the processing time then. Records are
-    matched to progress reports in order by their record counts.
+    of the micro-batch with the same records is the processing time then. Records are
+    matched to progress reports in order by their record counts (:func:`batch_records`).
     """
     reports = [p for p in progress if "triggerExecution" in p.get("durationMs", {})]
     out, j = [], 0
     for rec in records:
-        while j < len(reports) and int(reports[j].get("numInputRows", -1)) != rec.records:
+        while j < len(reports) and batch_records(reports[j]) != rec.records:
             j += 1
         if j == len(reports):
             out.append(rec)
@@ -197,6 +197,21 @@ def spark_durations(
             )
         )
     return out
+
+
+def batch_records(progress: Mapping[str, Any]) -> int:
+    """The records a micro-batch read from our source: its end offset less its start
+    offset. ``numInputRows`` is not it when a query reads the source twice (the join
+    workload's two streams count every record twice)."""
+    sources = progress.get("sources") or []
+    if not sources:
+        return int(progress.get("numInputRows", -1))
+    try:
+        return sum(
+            int(src["endOffset"]["offset"]) - int(src["startOffset"]["offset"]) for src in sources
+        )
+    except (KeyError, TypeError, ValueError):
+        return int(progress.get("numInputRows", -1))
 
 
 def check_run(cfg: RunConfig) -> tuple[Any, Any, float | None]:
@@ -308,19 +323,19 @@ def run_spark(
     tail = _MetricsTail(paths["metrics"])
     status = read_status(cfg.state_path)
     stop_at = (status.last_seen if status is not None else 0.0) + cfg.duration_s
-    before = cost.snapshot()
+    meter = cost.CpuMeter()
     wall0 = time.time()
     query = writer.start()
     interrupted = False
     try:
-        _watch(query, cfg, stop_at, tail, on_progress, stop, wall0)
+        _watch(query, cfg, stop_at, tail, on_progress, stop, wall0, meter)
     except KeyboardInterrupt:
         interrupted = True
     finally:
         progress = [json.loads(p.json) for p in query.recentProgress]
         error = query.exception() if not query.isActive else None
         query.stop()
-        after = cost.snapshot()
+        meter.sample(force=True)
     if error is not None:
         raise AdabatchError(query_error(error))
     tail.poll()
@@ -333,8 +348,8 @@ def run_spark(
         records = spark_durations(records, progress)
     status = read_status(cfg.state_path)
     stream_s = status.last_seen if status is not None else 0.0
-    wall = after.at - before.at
-    cpu_s = cost.cpu_seconds(before, after)
+    wall = meter.wall_s
+    cpu_s = meter.cpu_s
     spark_busy_s = sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress)
     extra = {
         "mode": "spark",
@@ -376,11 +391,14 @@ def _watch(
     on_progress: Callable[[Progress], None] | None,
     stop: threading.Event | None,
     wall0: float,
+    meter: cost.CpuMeter,
 ) -> None:
-    """Wait until stream time ``stop_at`` (or a stop), reporting progress."""
+    """Wait until stream time ``stop_at`` (or a stop), reporting progress and sampling
+    the CPU meter."""
     while True:
         if not query.isActive:
             return
+        meter.sample()
         tail.poll()
         status = read_status(cfg.state_path)
         if status is not None and status.saved_at < wall0:
@@ -398,7 +416,7 @@ def _watch(
                 )
             )
         if stream_s is not None and stream_s >= stop_at:
-            _drain(query, cfg, tail, stop)
+            _drain(query, cfg, tail, stop, meter)
             return
         if stream_s is None and time.time() - wall0 > STARTUP_TIMEOUT_S:
             msg = f"the query did not start its stream within {STARTUP_TIMEOUT_S:g} s"
@@ -410,7 +428,11 @@ def _watch(
 
 
 def _drain(
-    query: StreamingQuery, cfg: RunConfig, tail: _MetricsTail, stop: threading.Event | None
+    query: StreamingQuery,
+    cfg: RunConfig,
+    tail: _MetricsTail,
+    stop: threading.Event | None,
+    meter: cost.CpuMeter,
 ) -> None:
     """Let the batch Spark is processing finish, so it is measured and committed, before
     the query stops (bounded by ``DRAIN_TIMEOUT_S``); a batch handed out meanwhile is
@@ -421,6 +443,7 @@ def _drain(
     lost = int((load_state(cfg.state_path) or {}).get("lost_reports", 0))
     deadline = time.time() + DRAIN_TIMEOUT_S
     while query.isActive and time.time() < deadline:
+        meter.sample()
         tail.poll()
         if tail.earlier + len(tail.records) + lost >= status.handed:
             return
