@@ -46,6 +46,29 @@ def test_stable_queue_is_stable_and_growing_queue_is_not() -> None:
     assert not is_stable(growing, final_queue_len=60)
 
 
+def test_a_few_long_overloaded_batches_are_unstable() -> None:
+    """A run stopped after three batches of 10 s that each took 25 s (the join acceptance
+    on Spark) has no second half to fit, but its queue plainly grows."""
+    few = run(10.0, 25.0, 3)
+    assert [r.queue_delay_s for r in few] == pytest.approx([0.0, 15.0, 30.0])
+    assert not is_stable(few, final_queue_len=5)
+    assert is_stable(run(10.0, 6.0, 3), final_queue_len=0)
+    assert is_stable(run(10.0, 25.0, 1), final_queue_len=1)  # one batch tells nothing
+
+
+def test_a_stopped_run_whose_last_batches_all_ran_over_is_unstable() -> None:
+    """Three batches of 14 s that took 19 s each leave one cut queued and a queue delay of
+    10 s (under two intervals), yet every batch ran over and the delay grew each time."""
+    few = run(14.0, 19.0, 3)
+    assert not is_stable(few, final_queue_len=1)
+    # the same shape with the last batch back under its interval is not called diverging
+    recovering = few[:2] + run(14.0, 19.0, 3)[2:]
+    recovering[2] = BatchRecord.from_report(
+        BatchReport(2, 14.0, 2, 100, 9.0, 10.0, 42.0, 52.0, 61.0), queue_len=0
+    )
+    assert is_stable(recovering, final_queue_len=0)
+
+
 def test_summary_has_the_contract_fields_and_right_means(tmp_path) -> None:
     recs = run(1.0, 0.6, 100)
     s = summarize(

@@ -17,6 +17,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -177,10 +178,12 @@ def read_jsonl(path: str | Path) -> list[BatchRecord]:
 
 
 def queue_slope(records: Sequence[BatchRecord]) -> float:
-    """Least-squares slope of queue delay over cut time in the second half of the run:
-    seconds of extra delay per second of stream. Positive and large means a growing queue."""
-    half = records[len(records) // 2 :]
-    if len(half) < 3:
+    """Least-squares slope of queue delay over cut time in the second half of the run (at
+    least its last three batches): seconds of extra delay per second of stream. Positive
+    and large means a growing queue. A run that finished only a few long batches before it
+    was stopped still gets a slope from them."""
+    half = records[min(len(records) // 2, max(len(records) - 3, 0)) :]
+    if len(half) < 2:
         return 0.0
     t = np.array([r.cut_at for r in half])
     q = np.array([r.queue_delay_s for r in half])
@@ -195,6 +198,18 @@ DIVERGING_SLOPE = 0.02
 DIVERGING_QUEUE_BATCHES = 3
 
 
+def overloaded_tail(records: Sequence[BatchRecord], n: int = DIVERGING_QUEUE_BATCHES) -> bool:
+    """Whether each of the last ``n`` batches took longer than its interval while the queue
+    delay grew from one to the next: the queue is growing when the run ends. This catches
+    a run of a few long batches (a Type-II static interval) that is stopped before its
+    backlog counts several batches."""
+    tail = records[-n:]
+    if len(tail) < n:
+        return False
+    grew = all(b.queue_delay_s > a.queue_delay_s for a, b in pairwise(tail))
+    return grew and all(r.processing_s > r.interval_s for r in tail)
+
+
 def is_stable(records: Sequence[BatchRecord], final_queue_len: int) -> bool:
     """Whether the batch queue stayed bounded (see ``DIVERGING_SLOPE``)."""
     if not records:
@@ -204,7 +219,7 @@ def is_stable(records: Sequence[BatchRecord], final_queue_len: int) -> bool:
     median_x = float(np.median([r.interval_s for r in half]))
     last_q = records[-1].queue_delay_s
     backlog = final_queue_len >= DIVERGING_QUEUE_BATCHES or last_q > 2 * median_x
-    return not (slope > DIVERGING_SLOPE and backlog)
+    return not (slope > DIVERGING_SLOPE and (backlog or overloaded_tail(records)))
 
 
 def busy_fraction(records: Sequence[BatchRecord], duration_s: float) -> float:
