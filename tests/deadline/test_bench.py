@@ -121,6 +121,27 @@ def test_simulated_grid_covers_the_papers_figures(profiles, tmp_path) -> None:
         assert without["batches"] > with_mb["batches"]
 
 
+def test_sim_c_max_is_the_largest_min_batch_cost_unless_given(profiles) -> None:
+    from adabatch.deadline.multi import find_min_batch_size
+
+    config = bench.BenchConfig(out=Path("/tmp"), sim_deltas=(1.0,), sim_window_s=600.0)
+    c_max = bench.sim_c_max(_manifest(), profiles, config)
+    specs = bench.fitted_specs(_manifest(), profiles, window_s=600.0, delta=1.0, c_max=c_max)
+    sizes = [find_min_batch_size(s, 0.5, c_max) for s in specs]
+    assert not any(mb.capped for mb in sizes)
+    assert c_max == pytest.approx(
+        max(s.cost.cost(mb.size) for s, mb in zip(specs, sizes, strict=True))
+    )
+    rows = bench.simulate_grid(_manifest(), profiles, config)
+    assert all(r["c_max"] == pytest.approx(c_max) for r in rows)
+    for r in rows:
+        fixed_rate = r["rate"] == "FR" and r["rsf"] == 0.5
+        if r["strategy"] in ("edf", "llf") and r["min_batch"] and fixed_rate:
+            assert r["normalised_cost"] <= 1.5 + 1e-9
+    given = bench.BenchConfig(out=Path("/tmp"), sim_c_max=7.5)
+    assert bench.sim_c_max(_manifest(), profiles, given) == 7.5
+
+
 def test_report_renders_tables_and_figures(profiles, tmp_path) -> None:
     config = bench.BenchConfig(out=tmp_path, sim_deltas=(1.0,), sim_window_s=600.0)
     manifest = _manifest()
@@ -180,9 +201,16 @@ def test_report_renders_tables_and_figures(profiles, tmp_path) -> None:
         "elapsed_s": 12.0,
     }
     docs = tmp_path / "docs" / "deadline.md"
+    (tmp_path / "batches.jsonl").write_text('{"section": "single"}\n')
+    stale = docs.parent / "deadline-figures" / "old.png"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"old")
     path = bench.write_report(results, tmp_path, docs)
     assert path == docs
     text = docs.read_text()
+    assert not stale.exists()  # the figures directory is replaced, not added to
+    assert (docs.parent / "deadline-raw" / "batches.jsonl").read_text() == '{"section": "single"}\n'
+    assert "[`batches.jsonl`](deadline-raw/batches.jsonl)" in text
     assert "| cq1 | 1D | 18.25 | 2 | 2 | 1.20 |" in text
     assert "infeasible" in text
     assert "| cq1 | default | 30 | 40.00 | 4.71 | 10.20 | 3.92 |" in text

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from adabatch.deadline.queries import (
     answer_differences,
+    answer_rows,
     answer_to_json,
     final_frame,
     get_query,
@@ -290,10 +291,7 @@ def run_streaming(
     answer = differences = None
     if failure is None:
         rows = sorted(latest.values(), key=repr)
-        answer = [
-            tuple(r)
-            for r in final_frame(spark, qdef, spark.createDataFrame(rows, schema)).collect()
-        ]
+        answer = answer_rows(final_frame(spark, qdef, spark.createDataFrame(rows, schema)))
         if references is not None:
             differences = answer_differences(answer, references)
     met = None

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from adabatch.deadline.tpch import DEFAULT_RATE, DEFAULT_SCALE_FACTOR, DEFAULT_SLOTS
 from adabatch.errors import AdabatchError
 
 DEFAULT_DATA = "runs/deadline-data"
@@ -20,9 +21,24 @@ DEFAULT_DATA = "runs/deadline-data"
 def _data_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("landing data (TPC-H, created on first use)")
     group.add_argument("--data", default=DEFAULT_DATA, help="data directory (tables, landing)")
-    group.add_argument("--sf", type=float, default=0.2, help="TPC-H scale factor (default 0.2)")
-    group.add_argument("--slots", type=int, default=800, help="landing files per stream")
-    group.add_argument("--rate", type=float, default=32.0, help="slots landing per second")
+    group.add_argument(
+        "--sf",
+        type=float,
+        default=DEFAULT_SCALE_FACTOR,
+        help=f"TPC-H scale factor (default {DEFAULT_SCALE_FACTOR:g})",
+    )
+    group.add_argument(
+        "--slots",
+        type=int,
+        default=DEFAULT_SLOTS,
+        help=f"landing files per stream ({DEFAULT_SLOTS})",
+    )
+    group.add_argument(
+        "--rate",
+        type=float,
+        default=DEFAULT_RATE,
+        help=f"slots landing per second ({DEFAULT_RATE:g})",
+    )
     group.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
 
 
@@ -148,9 +164,10 @@ def _manifest(args: argparse.Namespace) -> Any:
 
 
 def _spark(args: argparse.Namespace) -> Any:
+    from adabatch.deadline.runner import SPARK_CONF
     from adabatch.spark import get_spark
 
-    return get_spark(args.master, "adabatch-deadline", {"spark.ui.showConsoleProgress": "false"})
+    return get_spark(args.master, "adabatch-deadline", SPARK_CONF)
 
 
 def run_profile(args: argparse.Namespace) -> int:

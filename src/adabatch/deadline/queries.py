@@ -506,6 +506,14 @@ def run_partial(
     return frame.schema
 
 
+def answer_rows(frame: DataFrame) -> list[tuple[Any, ...]]:
+    """The rows of ``frame`` as tuples, fetched as Arrow: ``collect()`` builds a Python
+    ``Row`` per row, which for CQ4's 200,000 parts cost 0.6 s, more than the aggregation
+    itself (2026-11-24), and the final aggregation's cost decides the tightest deadlines."""
+    table = frame.toArrow()
+    return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
+
+
 def final_frame(spark: SparkSession, query: QueryDef, partials: DataFrame) -> DataFrame:
     """The final aggregation of ``query`` over the union of its partials."""
     return spark.sql(query.final_sql, partials=partials)
@@ -522,7 +530,7 @@ def run_final(
         msg = f"query {query.name}: the final aggregation needs at least one partial"
         raise AdabatchError(msg)
     partials = spark.read.schema(schema).parquet(*[str(p) for p in partial_dirs])
-    return [tuple(row) for row in final_frame(spark, query, partials).collect()]
+    return answer_rows(final_frame(spark, query, partials))
 
 
 # ---------------------------------------------------------------------------------------
