@@ -4,6 +4,8 @@ Markdown section and results page, directory rules, the registry and the CLI's e
 from __future__ import annotations
 
 import csv
+import gzip
+import json
 import math
 from pathlib import Path
 
@@ -168,6 +170,11 @@ def test_phase_means_split_by_stream_time() -> None:
     assert m["after"]["processing_s"] == pytest.approx((0.2 + 5 * 0.8) / 6)
     table = report.phase_table([o], phases, "t")
     assert [r[1] for r in table.rows] == ["before", "after"]
+    # settling: batches whose data began less than 2 s into "after" (cut at 5, 6, 7 s) go
+    settled = report.phase_means(o, phases, skip_s=1.0, settle_s=2.0)
+    assert settled["before"]["batches"] == 4
+    assert settled["after"]["batches"] == 3
+    assert settled["after"]["processing_s"] == pytest.approx(0.8)
 
 
 class _Tiny(Experiment):
@@ -220,6 +227,13 @@ def test_csv_section_and_results_page(tmp_path: Path) -> None:
     assert "![a figure](results/tiny/f.png)" in text
     assert "Machine: cores 2." in text and "Not run: pid (module not written yet)." in text
     assert "- `tiny`: it works — holds." in text
+    raw = docs / "results" / "tiny" / report.RAW_METRICS
+    with gzip.open(raw, "rt") as fh:
+        lines = [json.loads(line) for line in fh]
+    assert len(lines) == sum(len(o.records) for o in outs)
+    assert {x["config"] for x in lines} == {"s", "sd"}
+    assert lines[0]["processing_s"] == outs[0].records[0].processing_s
+    assert "(results/tiny/metrics.jsonl.gz)" in text
 
 
 def test_prepare_dir_refuses_to_mix_runs(tmp_path: Path) -> None:
@@ -243,27 +257,44 @@ def test_registry_knows_the_issue_order_and_rejects_unknown_names() -> None:
     assert core.get_experiment("timeline").name == "timeline"
     with pytest.raises(AdabatchError, match="unknown experiment 'nope': allowed all"):
         core.get_experiment("nope")
-    for name in ["static-vs-adaptive", "timeline", "gradient", "keys", "resources"]:
+    for name in core.names():
         assert name in core.available()
 
 
-@pytest.mark.parametrize(
-    "name", ["static-vs-adaptive", "timeline", "gradient", "keys", "resources"]
-)
-def test_quick_versions_stay_within_the_ci_budget(name: str) -> None:
+QUICK_BUDGET_S = 130.0  # stream seconds of one --quick experiment (follow-ups estimated)
+QUICK_TOTAL_BUDGET_S = 900.0  # all of them: CI runs every one on real Spark
+
+
+def quick_stream_s(name: str) -> float:
+    """Planned stream seconds of ``name --quick``: its configs, and each follow-up as long
+    as the longest config."""
     exp = core.get_experiment(name)
     settings = Settings(Path("/tmp/unused"), quick=True)
     configs = exp.configs(settings)
-    planned = sum(c.duration_s for c in configs)
-    if exp.planned_followups(settings):
-        mean = sum(c.duration_s for c in configs) / len(configs)
-        planned += max(c.duration_s for c in configs) * exp.planned_followups(settings)
-        assert mean > 0
-    assert planned <= 90
-    if not exp.planned_followups(settings):  # else it comes with the follow-ups
-        assert "spark-default" in {c.role for c in configs}
+    longest = max(c.duration_s for c in configs)
+    return sum(c.duration_s for c in configs) + longest * exp.planned_followups(settings)
+
+
+@pytest.mark.parametrize("name", core.names())
+def test_quick_versions_stay_within_the_ci_budget(name: str) -> None:
+    configs = core.get_experiment(name).configs(Settings(Path("/tmp/unused"), quick=True))
+    assert all(c.duration_s > 0 for c in configs)
+    assert quick_stream_s(name) <= QUICK_BUDGET_S
     names = [c.name for c in configs]
     assert len(names) == len(set(names))
+
+
+def test_all_quick_versions_together_stay_within_the_ci_budget() -> None:
+    assert sum(quick_stream_s(n) for n in core.names()) <= QUICK_TOTAL_BUDGET_S
+
+
+@pytest.mark.parametrize("name", core.names())
+def test_every_full_experiment_includes_sparks_default_trigger(name: str) -> None:
+    exp = core.get_experiment(name)
+    settings = Settings(Path("/tmp/unused"), quick=False)
+    if exp.planned_followups(settings):
+        pytest.skip("its Spark baselines are follow-ups chosen from the first runs")
+    assert "spark-default" in {c.role for c in exp.configs(settings)}
 
 
 def test_full_static_vs_adaptive_covers_every_workload_rate_and_baseline() -> None:

@@ -1,19 +1,26 @@
-"""Every ``--quick`` experiment of issue 5 (1-5) on real Spark: it runs, writes its files,
-and its headline direction holds. The full versions are ``slow``."""
+"""Every ``--quick`` experiment of issue 5 on real Spark, in CI: it runs, writes its files,
+and its headline direction holds (about 15 minutes on local[2]). The full versions are
+``slow``.
+
+A headline on real Spark is a measurement. The machines here are shared: the same CPU-bound
+loop took from 0.17 s to 0.32 s within a few minutes (2026-11-24), and a stretch of a
+minute at half speed is enough to overload a short run. So an experiment whose headline
+fails runs once more from scratch, with a warning that names the failed claim; the test
+fails if the headline fails twice."""
 
 from __future__ import annotations
 
 import csv
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 
 from adabatch.bench import core
-from adabatch.bench.keys import generator_has_keys_profile
 from adabatch.cli import main
 
-MINE = ["static-vs-adaptive", "timeline", "gradient", "keys", "resources"]
+pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +29,6 @@ def spark():
     from adabatch.streaming.run import SPARK_CONF
 
     return get_spark("local[2]", conf=SPARK_CONF)
-
-
-def _skip_unrunnable(name: str) -> None:
-    if name == "keys" and not generator_has_keys_profile():
-        pytest.skip("the generator has no keys_profile option yet (asked of the lead)")
 
 
 def check_files(result: core.ExperimentResult) -> None:
@@ -38,7 +40,6 @@ def check_files(result: core.ExperimentResult) -> None:
         assert (o.dir / "metrics.jsonl").is_file() and (o.dir / "summary.json").is_file()
         assert o.summary["batches"] > 0
         assert o.summary["cpu_s_per_million_records"] is not None
-    assert any(o.config.role == "spark-default" for o in result.outcomes)
     for fig in result.analysis.figures:
         assert fig.path.is_file() and fig.path.stat().st_size > 1000
     section = result.section.read_text()
@@ -48,46 +49,63 @@ def check_files(result: core.ExperimentResult) -> None:
     assert marker["quick"] is True and len(marker["verdicts"]) == len(result.analysis.verdicts)
 
 
-@pytest.mark.spark
-@pytest.mark.slow  # minutes each on local[2]; CI keeps the resume smoke below
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("name", MINE)
-def test_quick_experiment_holds_its_headline(name: str, spark, tmp_path: Path) -> None:
-    _skip_unrunnable(name)
-    exp = core.get_experiment(name)
-    settings = core.Settings(tmp_path, quick=True, seed=0, master="local[2]")
-    result = core.run_experiment(exp, settings, spark=spark, progress=False)
-    check_files(result)
-    heads = [v for v in result.analysis.verdicts if v.headline]
-    assert heads, "every experiment states its headline"
-    assert not result.failed_headlines, [f"{v.claim}: {v.evidence}" for v in heads]
-
-
-@pytest.mark.spark
-@pytest.mark.timeout(900)
-def test_cli_resume_reuses_finished_configs(spark, tmp_path: Path, capsys) -> None:
-    """``--resume`` after a finished run re-runs nothing and rewrites the same table."""
-    out = str(tmp_path)
-    exp = core.get_experiment("gradient")
-    settings = core.Settings(tmp_path, quick=True, master="local[2]")
-    first = core.run_experiment(exp, settings, spark=spark, progress=False)
-    before = {o.name: (o.dir / "metrics.jsonl").stat().st_mtime_ns for o in first.outcomes}
-    code = main(["bench", "gradient", "--quick", "--out", out, "--resume", "--no-progress"])
+def check_resume(result: core.ExperimentResult, capsys) -> None:
+    """``--resume`` after a finished run re-runs nothing and rewrites the same table; a
+    plain second run into the same directory is refused."""
+    out = str(result.settings.out)
+    name = result.experiment.name
+    before = {o.name: (o.dir / "metrics.jsonl").stat().st_mtime_ns for o in result.outcomes}
+    capsys.readouterr()
+    code = main(["bench", name, "--quick", "--out", out, "--resume", "--no-progress"])
     text = capsys.readouterr().out
-    assert code in (0, 1) and "gradient: 3 configs" in text
-    after = {o.name: (o.dir / "metrics.jsonl").stat().st_mtime_ns for o in first.outcomes}
+    assert code in (0, 1) and f"{name}: {len(result.outcomes)} configs" in text
+    after = {o.name: (o.dir / "metrics.jsonl").stat().st_mtime_ns for o in result.outcomes}
     assert after == before
-    assert main(["bench", "gradient", "--quick", "--out", out, "--no-progress"]) == 2
+    assert main(["bench", name, "--quick", "--out", out, "--no-progress"]) == 2
     assert "already holds results" in capsys.readouterr().err
 
 
-@pytest.mark.spark
+RETRIES = 1  # see the module docstring
+
+
+def run_quick(name: str, spark, root: Path) -> tuple[core.ExperimentResult, list[str]]:
+    """Run ``name --quick``, once more if a headline fails; the last result and the
+    failures of every attempt."""
+    failures: list[str] = []
+    for attempt in range(RETRIES + 1):
+        settings = core.Settings(root / f"run-{attempt}", quick=True, seed=0, master="local[2]")
+        result = core.run_experiment(
+            core.get_experiment(name), settings, spark=spark, progress=False
+        )
+        check_files(result)
+        failed = [f"{v.claim}: {v.evidence}" for v in result.failed_headlines]
+        if not failed:
+            break
+        failures += [f"run {attempt + 1}: {f}" for f in failed]
+        if attempt < RETRIES:
+            warnings.warn(f"{name} --quick: headline failed, running again: {failed}", stacklevel=2)
+    return result, failures
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name", core.names())
+def test_quick_experiment_holds_its_headline(name: str, spark, tmp_path: Path, capsys) -> None:
+    result, failures = run_quick(name, spark, tmp_path)
+    heads = [v for v in result.analysis.verdicts if v.headline]
+    assert heads, "every experiment states its headline"
+    assert not result.failed_headlines, failures
+    if name == "gradient":  # the cheapest place to check --resume on real results
+        check_resume(result, capsys)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(7200)
-@pytest.mark.parametrize("name", MINE)
+@pytest.mark.parametrize("name", core.names())
 def test_full_experiment_runs(name: str, spark, tmp_path: Path) -> None:
-    _skip_unrunnable(name)
     exp = core.get_experiment(name)
     settings = core.Settings(tmp_path, quick=False, seed=0, master="local[2]")
     result = core.run_experiment(exp, settings, spark=spark, progress=False)
+    assert len(result.outcomes) >= len(exp.configs(settings))
+    assert result.analysis.verdicts
+    assert any(o.config.role == "spark-default" for o in result.outcomes)
     check_files(result)

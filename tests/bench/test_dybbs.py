@@ -21,8 +21,8 @@ from adabatch.sim.workloads import make_workload
 
 def test_levels_and_their_shares_of_time() -> None:
     sine, markov = SCENARIOS[0], SCENARIOS[1]
-    assert sine.level_of(60_000) == 0 and sine.level_of(200_000) == 2
-    assert markov.levels == (60_000, 130_000, 200_000)
+    assert sine.level_of(60_000) == 0 and sine.level_of(300_000) == 2
+    assert markov.levels == (60_000, 180_000, 300_000)
     for s in (sine, markov):
         shares = level_shares(s, parse_profile(s.profile), 45.0)
         assert sum(shares.values()) == pytest.approx(1.0)

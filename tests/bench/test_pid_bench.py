@@ -14,6 +14,7 @@ from adabatch.bench.pid import (
     choose_cases,
     compare_with_jvm,
     estimator_inputs,
+    oscillation,
     swing,
 )
 from adabatch.control.pid import PIDRateEstimator
@@ -37,8 +38,8 @@ def test_replayed_inputs_reproduce_the_trajectory() -> None:
 def test_capacity_is_the_batch_processed_in_one_interval() -> None:
     model = make_workload("reduce")
     n = capacity(model)
-    assert model.expected_processing(n, 1.0, 2) == pytest.approx(1.0, abs=1e-6)
-    slow = make_workload("reduce", {"overhead_s": 1.5})
+    assert model.expected_processing(n, 2.0, 2) == pytest.approx(2.0, abs=1e-6)
+    slow = make_workload("reduce", {"overhead_s": 2.5})
     with pytest.raises(Exception, match="overhead alone exceeds"):
         capacity(slow)
 
@@ -55,6 +56,15 @@ def test_swing_is_the_second_half_spread_in_target_batches() -> None:
     assert math.isnan(swing([rec(1)] * 4, 1000.0))
 
 
+def test_oscillation_scores_alternation_not_drift() -> None:
+    sliding = [rec(round(100_000 * 0.9**i)) for i in range(20)]
+    assert oscillation(sliding) == pytest.approx(-math.log(0.9), rel=1e-3)
+    alternating = [rec(2000), rec(200_000)] * 10
+    assert oscillation(alternating) == pytest.approx(math.log(100))
+    assert oscillation([rec(0), rec(5)] * 5) == pytest.approx(math.log(5))  # no log(0)
+    assert math.isnan(oscillation([rec(5)] * 5))
+
+
 def test_chosen_cases_swing_in_the_simulator_and_spark_gains_close_the_list() -> None:
     model = make_workload("reduce")
     n = capacity(model)
@@ -63,7 +73,8 @@ def test_chosen_cases_swing_in_the_simulator_and_spark_gains_close_the_list() ->
     assert len({(c.case.ki, c.case.kd) for c in cases[:-1]}) == len(cases) - 1 >= 1
     assert all(c.klass == "oscillating" for c in cases[:-1])
     assert cases[-1].params["kp"] == 1.0 and cases[-1].params["ki"] == 0.2
-    assert cases[0].params["initial_rate"] == round(cases[0].case.initial_batch * n / 5000)
+    x = cases[0].params["interval"]
+    assert cases[0].params["initial_rate"] == round(cases[0].case.initial_batch * n / x / 5000)
 
 
 @pytest.mark.spark

@@ -815,7 +815,8 @@ def run_all(
     skipped = [f"{n} (module not written yet)" for n in REGISTRY if n not in todo]
     spark = get_spark(settings.master, conf=SPARK_CONF)
     results = []
-    for name in todo:
+    # calibrate first: dybbs, params and pid simulate with its fit when it exists
+    for name in sorted(todo, key=lambda n: n != "calibrate"):
         try:
             experiment = get_experiment(name)
             results.append(
@@ -826,6 +827,7 @@ def run_all(
             )  # fmt: skip
         except AdabatchError as exc:  # one failed experiment does not sink the page
             skipped.append(f"{name} ({exc})")
+    results.sort(key=lambda r: list(REGISTRY).index(r.experiment.name))
     page = report.write_results_page(
         results, docs_dir, command=settings.command, facts=machine_facts(), missing=skipped
     )

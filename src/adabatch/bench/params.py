@@ -23,7 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from adabatch.bench import figures, report
-from adabatch.bench.calibrate import model_for
+from adabatch.bench.calibrate import known_facts, model_for
 from adabatch.bench.core import (
     Analysis,
     Config,
@@ -42,12 +42,19 @@ from adabatch.sim.workloads import CostModel, make_workload
 
 RHOS = (0.5, 0.6, 0.7, 0.8, 0.9)
 RS = (0.1, 0.25, 0.4)
+# The default (paper-shaped) model's rates, and the rates on Spark and its calibration,
+# where per-record work matters on local[2] (see adabatch.bench.dybbs): Reduce at 300,000/s
+# is about a quarter of each second of per-record work on two cores (calibrated
+# 2026-11-24: 0.21 s + 1.57 us per record per core), Join over one key at 7,000/s has a
+# Type-I point with room (at 10,000/s a machine a third slower had none).
 PROFILES = {"reduce": "constant:150000", "join": "constant:8000"}
+SPARK_PROFILES = {"reduce": "constant:300000", "join": "constant:7000"}
 # Lognormal noise of the default model in the grid: the scatter of Spark's processing
 # times around the calibrated model is of this order (``calibrate`` reports it); with
 # the model's default 0.1 no rho up to 0.9 destabilises anything.
 SIM_SIGMA = 0.25
-KEYS = 1000
+KEYS = {"reduce": 1000, "join": 1}  # Spark runs; join over one key
+CORES = 2.0  # local[2]
 SIM_DURATION_S, SIM_WARMUP_S, SIM_SEEDS = 300.0, 60.0, (0, 1, 2)
 # (workload, rho, r) run on Spark; the paper's choice and its neighbours.
 SPARK_POINTS = (
@@ -153,11 +160,13 @@ class Params(Experiment):
     title = "Slack rho and reduction r of fixed-point"
     paper = "fixed-point Fig. 21 (§5.6)"
     description = (
-        f"fixed-point on Reduce ({PROFILES['reduce']}) and Join ({PROFILES['join']}, "
-        f"{KEYS} keys) over rho in {', '.join(f'{v:g}' for v in RHOS)} and r in "
+        f"fixed-point over rho in {', '.join(f'{v:g}' for v in RHOS)} and r in "
         f"{', '.join(f'{v:g}' for v in RS)}: the full grid in the simulator "
-        f"({SIM_DURATION_S:g} s, {len(SIM_SEEDS)} seeds, first {SIM_WARMUP_S:g} s left out), "
-        "a few points on Spark next to Spark's default trigger."
+        f"({SIM_DURATION_S:g} s, {len(SIM_SEEDS)} seeds, first {SIM_WARMUP_S:g} s left out) "
+        f"with the default model (Reduce {PROFILES['reduce']}, Join {PROFILES['join']}) and "
+        f"with this machine's calibration (Reduce {SPARK_PROFILES['reduce']} over "
+        f"{KEYS['reduce']} keys, Join {SPARK_PROFILES['join']} over {KEYS['join']} key); a few "
+        "points on Spark at the calibrated rates next to Spark's default trigger."
     )
 
     def configs(self, settings: Settings) -> list[Config]:
@@ -171,9 +180,9 @@ class Params(Experiment):
                     workload=wl,
                     controller="fixed-point",
                     params={"rho": rho, "r": r},
-                    profile=PROFILES[wl],
+                    profile=SPARK_PROFILES[wl],
                     duration_s=duration,
-                    keys=KEYS,
+                    keys=KEYS[wl],
                     skip_s=WARMUP_S,
                     group=wl,
                 )
@@ -182,11 +191,11 @@ class Params(Experiment):
             for wl in sorted({p[0] for p in points}):
                 out += spark_baselines(
                     workload=wl,
-                    profile=PROFILES[wl],
+                    profile=SPARK_PROFILES[wl],
                     duration_s=duration,
                     triggers=(),
                     prefix=f"{wl}-",
-                    keys=KEYS,
+                    keys=KEYS[wl],
                     skip_s=WARMUP_S,
                     group=wl,
                 )
@@ -197,11 +206,11 @@ class Params(Experiment):
         workloads = sorted({o.config.workload for o in outcomes})
         grids = []
         for wl in workloads:
-            known = {"join_keys": KEYS} if wl == "join" else {"keys": KEYS}
+            known = known_facts(wl, KEYS[wl], CORES)
             grids.append(param_grid(make_workload(wl), PROFILES[wl], source="default model"))
             model, source = model_for(settings, wl, **known)
             if "calibration" in source:
-                grids.append(param_grid(model, PROFILES[wl], source="calibrated"))
+                grids.append(param_grid(model, SPARK_PROFILES[wl], source="calibrated"))
         heat = plot_grids(grids, ctx.path("rho-r-heatmap.png"))
         sim_rows = []
         for g in grids:

@@ -7,6 +7,8 @@ ratios measured within the experiment's run (:func:`adabatch.bench.core.ratios`)
 from __future__ import annotations
 
 import csv
+import gzip
+import json
 import math
 import os
 import shutil
@@ -151,16 +153,27 @@ def group_tables(outcomes: Sequence[Outcome], **kwargs: Any) -> tuple[Table, ...
 
 
 def phase_means(
-    outcome: Outcome, phases: Sequence[tuple[str, float, float]], skip_s: float = 0.0
+    outcome: Outcome,
+    phases: Sequence[tuple[str, float, float]],
+    skip_s: float = 0.0,
+    settle_s: float = 0.0,
 ) -> dict[str, dict[str, float]]:
     """Mean interval, processing, queue delay and batch latency of the batches cut in each
-    phase ``(name, start_s, end_s)`` of stream time (batches cut before ``skip_s`` left
-    out), with their count."""
+    phase ``(name, start_s, end_s)`` of stream time, with their count. Batches cut before
+    ``skip_s`` are left out, and so are those whose data began less than ``settle_s`` into
+    a phase that starts after 0: they belong to the change, not to the phase."""
     recs = outcome.records
     t0 = recs[0].cut_at - recs[0].interval_s if recs else 0.0
     out = {}
     for name, start, end in phases:
-        mine = [r for r in recs if start <= r.cut_at - t0 < end and r.cut_at - t0 >= skip_s]
+        settling = settle_s > 0 and start > 0
+        mine = [
+            r
+            for r in recs
+            if start <= r.cut_at - t0 < end
+            and r.cut_at - t0 >= skip_s
+            and not (settling and r.cut_at - r.interval_s - t0 < start + settle_s)
+        ]
 
         def mean(key: str, mine: list = mine) -> float:
             return float(sum(getattr(r, key) for r in mine) / len(mine)) if mine else math.nan
@@ -180,11 +193,12 @@ def phase_table(
     phases: Sequence[tuple[str, float, float]],
     title: str,
     skip_s: float = 0.0,
+    settle_s: float = 0.0,
 ) -> Table:
     """One row per outcome and phase: the :func:`phase_means`."""
     rows = []
     for o in outcomes:
-        for name, m in phase_means(o, phases, skip_s).items():
+        for name, m in phase_means(o, phases, skip_s, settle_s).items():
             rows.append(
                 (
                     o.name,
@@ -283,9 +297,15 @@ def section_markdown(result: ExperimentResult, *, link_base: Path | None = None)
     for note in a.notes:
         lines += [note, ""]
     rel_csv = os.path.relpath(result.csv, base)
+    raw = result.csv.parent / RAW_METRICS
+    if raw.is_file():
+        rel_raw = os.path.relpath(raw, base)
+        per_batch = f"[{rel_raw}]({rel_raw}) (gzipped JSON lines, a `config` field per batch)"
+    else:
+        per_batch = f"`{result.dir.name}/CONFIG/metrics.jsonl`"
     lines += [
         f"Raw data: [{rel_csv}]({rel_csv}) (one row per configuration); per-batch metrics "
-        f"in `{result.dir.name}/CONFIG/metrics.jsonl`.",
+        f"in {per_batch}.",
         "",
     ]
     return "\n".join(lines)
@@ -295,6 +315,95 @@ def write_section(result: ExperimentResult) -> Path:
     """Write ``section.md`` into the experiment directory."""
     result.section.write_text(section_markdown(result), encoding="utf-8")
     return result.section
+
+
+def winner(a: Outcome | None, b: Outcome | None, key: str) -> str:
+    """Which of two runs is lower on ``key``, among the stable ones: its controller, a tie
+    (within 5%), or that neither was stable."""
+    ok = [o for o in (a, b) if o is not None and o.stable and math.isfinite(o.get(key))]
+    if not ok:
+        return "neither (both unstable)" if a is not None and b is not None else "-"
+    if len(ok) == 1:
+        return f"{ok[0].config.controller} (only stable one)"
+    x, y = ok
+    if abs(x.get(key) - y.get(key)) <= 0.05 * min(x.get(key), y.get(key)):
+        return "tie (within 5%)"
+    return (x if x.get(key) < y.get(key) else y).config.controller
+
+
+def _contender(outcomes: Sequence[Outcome], group: str) -> Outcome | None:
+    """The adaptive run a group's spark-default is compared with: fixed-point if it ran,
+    else the stable adaptive run with the lowest mean latency (else any adaptive run)."""
+    mine = [o for o in outcomes if o.config.group == group and o.config.role == "adaptive"]
+    fp = [o for o in mine if o.config.controller == "fixed-point"]
+    if fp:
+        return fp[0]
+    stable = [o for o in mine if o.stable]
+    return min(stable or mine, key=lambda o: o.get("mean_latency_s"), default=None)
+
+
+def default_vs_adaptive_table(results: Sequence[ExperimentResult]) -> Table:
+    """Per experiment and workload/rate group: Spark's default trigger against adabatch's
+    controller (fixed-point where it ran) on latency, on cost and on stability."""
+    rows = []
+    for r in results:
+        groups = dict.fromkeys(o.config.group for o in r.outcomes)
+        for g in groups:
+            sd = next(
+                (o for o in r.outcomes if o.config.group == g and o.config.role == "spark-default"),
+                None,
+            )
+            ours = _contender(r.outcomes, g)
+            if sd is None or ours is None:
+                continue
+            rows.append(
+                (
+                    r.experiment.name,
+                    g or "-",
+                    describe_config(ours),
+                    f"{fmt(sd.get('mean_latency_s'), 2)} / {fmt(ours.get('mean_latency_s'), 2)}",
+                    winner(sd, ours, "mean_latency_s"),
+                    f"{fmt(sd.get('cpu_s_per_million_records'), 3)} / "
+                    f"{fmt(ours.get('cpu_s_per_million_records'), 3)}",
+                    winner(sd, ours, "cpu_s_per_million_records"),
+                    f"{'stable' if sd.stable else 'UNSTABLE'} / "
+                    f"{'stable' if ours.stable else 'UNSTABLE'}",
+                    f"{fmt(sd.get('busy_fraction'), 2)} / {fmt(ours.get('busy_fraction'), 2)}",
+                )
+            )
+    return Table(
+        "Spark's default trigger vs adabatch, per experiment and workload/rate (spark-default "
+        "/ adabatch; lower latency and CPU win, only a stable run can win)",
+        (
+            "experiment",
+            "workload / rate",
+            "adabatch",
+            "latency x+q+p (s)",
+            "latency winner",
+            "CPU s/M rec",
+            "cost winner",
+            "stability",
+            "busy",
+        ),
+        tuple(rows),
+    )
+
+
+RAW_METRICS = "metrics.jsonl.gz"
+
+
+def write_raw_metrics(outcomes: Sequence[Outcome], path: Path) -> Path:
+    """Every configuration's per-batch metrics in one gzipped JSON-lines file (a
+    ``config`` field names the run), so the page's numbers can be re-checked without the
+    output directory the experiment ran in."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # mtime=0: the same metrics give the same bytes
+    with gzip.GzipFile(path, "wb", mtime=0) as raw:
+        for o in outcomes:
+            for r in o.records:
+                line = json.dumps({"config": o.name, **json.loads(r.to_json())})
+                raw.write(line.encode("utf-8") + b"\n")
+    return path
 
 
 def write_results_page(
@@ -322,6 +431,7 @@ def write_results_page(
             shutil.copyfile(fig.path, dest)
             copied.append(type(fig)(dest, fig.caption))
         shutil.copyfile(result.csv, target / result.csv.name)
+        write_raw_metrics(result.outcomes, target / RAW_METRICS)
         moved = _relocated(result, copied, target / result.csv.name)
         sections.append(section_markdown(moved, link_base=docs_dir))
     facts_line = "; ".join(f"{k} {v}" for k, v in facts.items())
@@ -357,7 +467,18 @@ def write_results_page(
         lines += ["", f"{len(failed)} headline claim(s) did not hold on this run (see below)."]
     if missing:
         lines += ["", "Not run: " + "; ".join(missing) + "."]
-    lines += ["", *sections]
+    lines += [
+        "",
+        "## Who wins: Spark's default trigger or an adabatch controller",
+        "",
+        "What a Spark user runs today (the default trigger: the next micro-batch as soon as "
+        "the previous one ends, with everything that has arrived) against adabatch's "
+        "controller on the same source, data and seed, in every experiment that ran both.",
+        "",
+        default_vs_adaptive_table(results).markdown(),
+        "",
+        *sections,
+    ]
     page.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return page
 

@@ -42,6 +42,8 @@ PROFILE = "constant:10000"
 FULL_TIMES = (90.0, 30.0, 60.0, 10.0)
 QUICK_TIMES = (36.0, 14.0, 26.0, 6.0)
 LOAD_FILE = "load-events.json"
+# a phase's first seconds are the controller's transition: left out of the phase means
+FULL_SETTLE_S, QUICK_SETTLE_S = 8.0, 3.0
 
 
 def load_workers() -> int:
@@ -124,12 +126,15 @@ class Resources(Experiment):
         _, start, end, skip = self._times(ctx.settings)
         duration = self._times(ctx.settings)[0]
         ph = phases(start, end, duration)
-        segs = {o.name: report.phase_means(o, ph, skip) for o in outcomes}
+        settle = QUICK_SETTLE_S if ctx.settings.quick else FULL_SETTLE_S
+        segs = {o.name: report.phase_means(o, ph, skip, settle) for o in outcomes}
         phase_table = report.phase_table(
             outcomes,
             ph,
-            "Before, during and after the load (means over the batches cut in each phase)",
+            "Before, during and after the load (means over the batches cut in each phase, "
+            f"its first {settle:g} s left out)",
             skip,
+            settle,
         )
         fp = by_name(outcomes, "fixed-point")
         f = segs["fixed-point"]
