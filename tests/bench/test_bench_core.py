@@ -234,6 +234,11 @@ def test_csv_section_and_results_page(tmp_path: Path) -> None:
     assert {x["config"] for x in lines} == {"s", "sd"}
     assert lines[0]["processing_s"] == outs[0].records[0].processing_s
     assert "(results/tiny/metrics.jsonl.gz)" in text
+    assert "--quick" not in text
+    quick = report.write_results_page(
+        [result], docs, command="adabatch bench all --quick", facts={}, quick=True
+    )
+    assert "**These are the `--quick` versions**" in quick.read_text()
 
 
 def test_prepare_dir_refuses_to_mix_runs(tmp_path: Path) -> None:

@@ -829,6 +829,11 @@ def run_all(
             skipped.append(f"{name} ({exc})")
     results.sort(key=lambda r: list(REGISTRY).index(r.experiment.name))
     page = report.write_results_page(
-        results, docs_dir, command=settings.command, facts=machine_facts(), missing=skipped
+        results,
+        docs_dir,
+        command=settings.command,
+        facts=machine_facts(),
+        missing=skipped,
+        quick=settings.quick,
     )
     return results, page, skipped

@@ -413,9 +413,11 @@ def write_results_page(
     command: str,
     facts: Mapping[str, str],
     missing: Sequence[str] = (),
+    quick: bool = False,
 ) -> Path:
     """Regenerate ``docs_dir/results.md`` from scratch, copying every figure and CSV to
-    ``docs_dir/results/EXPERIMENT/``."""
+    ``docs_dir/results/EXPERIMENT/``. A ``quick`` page says so at the top: its runs are
+    the CI smoke sizes, shorter and with fewer configurations than the full ones."""
     assets = docs_dir / "results"
     page = docs_dir / "results.md"
     docs_dir.mkdir(parents=True, exist_ok=True)
@@ -454,6 +456,18 @@ def write_results_page(
         "",
         f"Machine: {facts_line}.",
         "",
+        *(
+            [
+                "**These are the `--quick` versions** (the CI smoke sizes: runs of one to "
+                "two minutes, fewer configurations, and Spark's default trigger only where "
+                "the quick experiment includes it). Their directions are measured; their "
+                "magnitudes are less certain than a full run's. The full page comes from "
+                "the same command without `--quick` (about three hours on two cores).",
+                "",
+            ]
+            if quick
+            else []
+        ),
         "## Headlines",
         "",
     ]
