@@ -15,6 +15,10 @@ Type-II crossing is always more than 2.45 times the Type-I point (Type-I at u = 
 puts p(t*x1) = x1*t at t = (1 + sqrt(1 - 4u(0.7 - u))) / 2u > 2.45), so the issue's
 "static at 2x the converged interval diverges" cannot hold on a two-stream join; the test
 shows the divergence at 14 s instead.
+The host's speed drifts by up to 2x within minutes: the same 147,000-record batch took
+22-25 s in one test run and 10 s in the next (CI, 2026-11-24). When the static batches
+finish under 1.1x their interval the test runs the pair again at a rate scaled for 1.35x
+(p/x grows as rate**1.75 at a fixed interval), with a warning.
 
 Convergence is a measurement on a shared machine: one CI run saw the interval's CV at 0.26
 after a slow stretch had pushed it to 2.2 s for a few batches. The reduce convergence check
@@ -33,7 +37,8 @@ from adabatch.streaming.run import SPARK_CONF, RunConfig, run_spark
 pytestmark = pytest.mark.spark
 
 REDUCE = {"profile": "constant:8000", "keys": 4000, "per_key_commit": True}
-JOIN = {"profile": "constant:10500", "keys": 1}
+JOIN_RATE = 10500.0
+STATIC_JOIN_S = 14.0
 SETTLE_S = 20.0  # the issue judges convergence after the first 20 s
 
 
@@ -99,33 +104,43 @@ def test_static_below_processing_time_diverges(spark, tmp_path):
     assert result.summary["final_queue_len"] >= 3
 
 
-def test_join_fixed_point_stable_where_a_long_static_interval_diverges(spark, tmp_path):
-    adaptive = run_spark(
-        RunConfig(
+def join_pair(spark, out, rate: float):
+    """fixed-point, then static at ``STATIC_JOIN_S``, on the join at ``rate`` records/s."""
+    results = {}
+    for name, params, duration in (
+        ("fixed-point", {}, 40.0),
+        # three batches of 20-30 s: the queue must be seen growing
+        ("static", {"interval": STATIC_JOIN_S}, 80.0),
+    ):
+        cfg = RunConfig(
             workload="join",
-            controller="fixed-point",
-            duration_s=40.0,
-            out_dir=tmp_path / "fixed-point",
+            controller=name,
+            params=params,
+            duration_s=duration,
+            out_dir=out / name,
             master="local[2]",
-            **JOIN,
-        ),
-        spark=spark,
-    )
+            profile=f"constant:{rate:g}",
+            keys=1,
+        )
+        results[name] = run_spark(cfg, spark=spark)
+    return results["fixed-point"], results["static"]
+
+
+def test_join_fixed_point_stable_where_a_long_static_interval_diverges(spark, tmp_path):
+    adaptive, static = join_pair(spark, tmp_path / "first", JOIN_RATE)
+    ratio = float(np.median([r.processing_s / r.interval_s for r in static.records]))
+    if ratio < 1.1:
+        # A fast stretch of the host: p/x grows as rate**1.75 at a fixed interval.
+        rate = min(round(JOIN_RATE * (1.35 / ratio) ** (1 / 1.75), -2), 2 * JOIN_RATE)
+        warnings.warn(
+            f"static {STATIC_JOIN_S:g} s join at {JOIN_RATE:g}/s took {ratio:.2f} x its "
+            f"interval (machine fast): running both again at {rate:g}/s",
+            stacklevel=1,
+        )
+        adaptive, static = join_pair(spark, tmp_path / "second", rate)
     assert adaptive.summary["stable"]
     converged = float(np.median([r.interval_s for r in adaptive.records if r.cut_at >= SETTLE_S]))
-    static = run_spark(
-        RunConfig(
-            workload="join",
-            controller="static",
-            params={"interval": 14.0},
-            duration_s=80.0,  # three batches of 20-30 s: the queue must be seen growing
-            out_dir=tmp_path / "static",
-            master="local[2]",
-            **JOIN,
-        ),
-        spark=spark,
-    )
-    assert 2 * converged < 14.0
+    assert 2 * converged < STATIC_JOIN_S
     # superlinear: a batch of 14 s takes longer than 14 s although one of ~1 s takes less
     assert len(static.records) >= 3
     assert all(r.processing_s > r.interval_s for r in static.records)
