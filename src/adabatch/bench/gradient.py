@@ -1,21 +1,23 @@
 """Experiment 3, ``gradient`` (fixed-point paper §3.2.2 and §5.3, Fig. 18).
 
 The gradient controller estimates ``dp/dx`` from the last two batches and steps the
-interval down whenever the slope looks steep. Its intervals differ by one 100 ms step, so
-on real Spark, where the processing time of the same interval varies by 10-30 % and has
-outliers (a GC pause, a slow commit, a neighbour on the shared machine), the slope estimate
-is mostly noise: it takes the "steep" branch on a large share of batches regardless of
-stability, drifts the interval down towards the unstable zone and the queue builds.
-``fixed-point`` on the same stream uses no slope and settles.
+interval down whenever the slope looks steep, else one 100 ms step towards ``p = rho x``.
+The paper shows it destabilising under a sinusoidal rate after a spike makes the gradient
+estimate huge. Workload as in Fig. 18: Reduce (each key committed in its own transaction,
+over 100,000 keys) under a sine rate, with fixed-point on the same stream.
 
-Workload as in the paper's Fig. 18: Reduce (each key committed in its own transaction,
-over 100,000 keys) under a sine rate. The run is longer than the other quick experiments
-because the drift is slow (a step per batch): in simulation with the noise measured on
-Spark (lognormal sigma 0.3), the gradient controller ends worse than fixed-point in 19 or 20
-of 20 seeds after 90 s, but only in about half of them after 25 s. The gradient controller
-starts where fixed-point settles on this stream, so what follows is the noise's doing, not
-a slow climb from its minimum. Spark's default trigger and a 1 s ``processingTime`` trigger
-run alongside (full version).
+The headline is what holds on stock Spark here: the gradient controller never settles.
+Its fixed step makes it a bang-bang stepper around the condition line (a sawtooth between
+0.2 and 0.7 s on 2026-11-24), so its interval varies far more than fixed-point's (CV 0.38
+vs 0.15 on Spark; at least 1.36x in 20 of 20 simulated seeds at noise sigma 0.05-0.3).
+Whether it also ends *worse* (unstable, or a higher p95) depends on the noise: on a quiet
+local[2] the processing times of consecutive batches differ by less than 0.1 s, the slope
+estimate exceeds the threshold on about 1% of batches, and its p95 came out level with
+fixed-point's (1.01 vs 1.04 s); in simulation its p95 is 5-15% higher at sigma 0.05-0.15
+and twice as high at 0.3. That is reported as a verdict, not asserted. The gradient
+controller starts where fixed-point settles on this stream, so what follows is the
+controller's doing, not a slow climb from its minimum. Spark's default trigger and a 1 s
+``processingTime`` trigger run alongside (full version).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ FULL_SKIP_S, QUICK_SKIP_S = 10.0, 8.0
 # 0.5 s at the mean rate, 0.65 s at the peak), so the gradient controller does not start
 # at its 0.1 s minimum, which it would leave only 0.1 s per completed batch.
 START_S = 0.6
+# the headline: gradient's interval CV over fixed-point's (>= 1.36 in 20 of 20 simulated
+# seeds at noise sigma 0.05-0.3; 2.5 on Spark on 2026-11-24)
+SETTLE_RATIO = 1.3
 
 
 def steep_fraction(outcome: Outcome) -> float:
@@ -88,22 +93,25 @@ class Gradient(Experiment):
         worse = (not grad.stable and fp.stable) or (
             grad.get("p95_latency_s") > fp.get("p95_latency_s")
         )
+        cv_ratio = grad.get("cv_interval") / fp.get("cv_interval")
         verdicts = (
             Verdict(
+                "the gradient controller does not settle: its interval varies at least "
+                f"{SETTLE_RATIO:g}x as much as fixed-point's (coefficient of variation)",
+                cv_ratio >= SETTLE_RATIO,
+                f"interval CV {grad.get('cv_interval'):.2f} vs {fp.get('cv_interval'):.2f} "
+                f"({cv_ratio:.1f}x)",
+                headline=True,
+            ),
+            Verdict(
                 "the gradient controller does worse than fixed-point on real Spark "
-                "(unstable, or a higher p95 latency)",
+                "(unstable, or a higher p95 latency: the paper's Fig. 18)",
                 worse,
                 f"gradient: {'stable' if grad.stable else 'UNSTABLE'}, p95 "
                 f"{grad.get('p95_latency_s'):.2f} s, max queue "
                 f"{grad.get('max_queue_delay_s'):.2f} s; fixed-point: "
                 f"{'stable' if fp.stable else 'UNSTABLE'}, p95 {fp.get('p95_latency_s'):.2f} s, "
                 f"max queue {fp.get('max_queue_delay_s'):.2f} s",
-                headline=True,
-            ),
-            Verdict(
-                "the gradient controller's interval varies more than fixed-point's",
-                grad.get("cv_interval") > fp.get("cv_interval"),
-                f"interval CV {grad.get('cv_interval'):.2f} vs {fp.get('cv_interval'):.2f}",
             ),
             Verdict(
                 "noise makes the slope look steep on a sizeable share of batches (> 20%)",
@@ -141,12 +149,17 @@ class Gradient(Experiment):
             ),
             paper=(
                 "The paper's Fig. 18 shows the gradient controller's interval collapsing and "
-                "its latency growing under noise. "
+                "its latency growing under noise, after a spike makes the slope estimate "
+                "huge. "
                 + (
-                    "That direction is reproduced here."
-                    if verdicts[0].holds
-                    else "Here it was not: the gradient controller did as well as fixed-point "
-                    "on this run."
+                    "That direction is reproduced here: it ended worse than fixed-point."
+                    if verdicts[1].holds
+                    else "Here it did not collapse: the slope looked steep on only "
+                    f"{steep:.0%} of batches, because consecutive processing times on this "
+                    "machine differ by less than the threshold times the 100 ms step; it "
+                    "stepped up and down around the condition line instead and stayed as good "
+                    "as fixed-point on latency. It still never settled (the headline), which "
+                    "is the other half of the paper's argument against a fixed step."
                 )
             ),
             verdicts=verdicts,
