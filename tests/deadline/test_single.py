@@ -190,4 +190,41 @@ def test_a_plan_runs_on_the_simulated_executor_and_meets_its_deadline() -> None:
     assert [r.tuples for r in result.runs] == [*plan.sizes, 0]
     assert [r.offset for r in result.runs[:-1]] == plan.offsets()
     assert result.cost == pytest.approx(plan.cost)
-    assert result.completion == pytest.approx(plan.completion)
+    # early starts finish no later than the plan; planned starts finish exactly on it
+    assert result.completion <= plan.completion + 1e-9
+    planned = run_plan(plan, SimulatedExecutor([spec]), early=False)
+    assert planned.completion == pytest.approx(plan.completion)
+    assert [r.start for r in planned.runs[:-1]] == pytest.approx([b.start for b in plan.batches])
+
+
+class _SlowFirstBatch(SimulatedExecutor):
+    """Simulated executor whose first batch costs ``factor`` times its model."""
+
+    def __init__(self, specs, factor: float) -> None:
+        super().__init__(specs)
+        self.factor, self.batches = factor, 0
+
+    def run_batch(self, query_id: str, offset: int, tuples: int, at: float) -> float:
+        self.batches += 1
+        seconds = super().run_batch(query_id, offset, tuples, at)
+        if self.batches == 1:
+            extra = (self.factor - 1.0) * seconds
+            self._now += extra
+            seconds += extra
+        return seconds
+
+
+def test_early_start_absorbs_a_first_batch_that_overruns_its_model() -> None:
+    # deadline 12: batches 6 + 4 (the paper's third case), the first planned over [7, 10]
+    # although its 6 tuples have all arrived earlier; 20% over its model it ends at 10.6
+    spec = paper_case(12)
+    plan = plan_single(spec)
+    assert plan.sizes == [6, 4]
+    arrived = SimulatedExecutor([spec]).arrival_time(spec.id, 6)
+    assert arrived is not None and arrived < plan.batches[0].start
+    late = run_plan(plan, _SlowFirstBatch([spec], factor=1.2), early=False)
+    early = run_plan(plan, _SlowFirstBatch([spec], factor=1.2))
+    assert not late.met and late.completion == pytest.approx(12.6)
+    assert early.met and early.completion == pytest.approx(12.0)
+    assert early.runs[0].start == pytest.approx(arrived)
+    assert early.cost == pytest.approx(late.cost)  # the same batches: only the slack moved

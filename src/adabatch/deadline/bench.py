@@ -831,7 +831,9 @@ def write_report(results: dict[str, Any], out: Path, docs: Path | None = None) -
         " so measured times are noisy).",
         "- D = measured cost of the whole window in one batch (the 1-batch run of the "
         "profile sweep); deadlines are `window end + f·D`. Function 1 plans with the fitted "
-        f"cost models times a margin of {cfg['margin']:g}.",
+        f"cost models times a margin of {cfg['margin']:g}; each batch starts as soon as "
+        "its input has landed and the previous batch is done (a plan's starts are latest "
+        "starts), so the slack stays at the end.",
         f"- Total bench time {results.get('elapsed_s', math.nan):.0f} s. Command: "
         f"`adabatch deadline bench --out {cfg['out']} --sf {data['scale_factor']:g} "
         f"--slots {data['slots']} --rate {data['rate_slots_per_s']:g} "
