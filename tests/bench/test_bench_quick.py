@@ -46,7 +46,9 @@ def check_files(result: core.ExperimentResult) -> None:
     assert result.experiment.title in section and "CPU s/M rec" in section
     assert any(f.path.name.startswith("latency-vs-cost") for f in result.analysis.figures)
     marker = json.loads((exp_dir / core.MARKER).read_text())
-    assert marker["quick"] is True and len(marker["verdicts"]) == len(result.analysis.verdicts)
+    assert marker["quick"] is result.settings.quick and len(marker["verdicts"]) == len(
+        result.analysis.verdicts
+    )
 
 
 def check_resume(result: core.ExperimentResult, capsys) -> None:
