@@ -181,3 +181,13 @@ def test_agg_cost_model() -> None:
 def test_cost_json_errors(data, needle: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(AdabatchError, match=needle):
         cost_from_json(data)
+
+
+def test_a_flat_fit_stays_flat_within_the_measurements() -> None:
+    # CQ4's final aggregation at SF 0.1 (seconds vs number of batches, 2026-11-23): flat
+    batches = [2, 4, 8, 16, 30]
+    seconds = [0.283, 0.383, 0.304, 0.262, 0.280]
+    model = PiecewiseLinearCost.fit(batches, seconds, segments=1)
+    assert model.breakpoints[-1][1] > model.breakpoints[-2][1]  # still rising, barely
+    for b in (2, 30, 60):
+        assert 0.25 <= model.cost(b) <= 0.32, (b, model.cost(b))
