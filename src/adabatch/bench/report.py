@@ -363,8 +363,8 @@ def default_vs_adaptive_table(results: Sequence[ExperimentResult]) -> Table:
                     describe_config(ours),
                     f"{fmt(sd.get('mean_latency_s'), 2)} / {fmt(ours.get('mean_latency_s'), 2)}",
                     winner(sd, ours, "mean_latency_s"),
-                    f"{fmt(sd.get('cpu_s_per_million_records'), 3)} / "
-                    f"{fmt(ours.get('cpu_s_per_million_records'), 3)}",
+                    f"{fmt(sd.get('cpu_s_per_million_records'), 1)} / "
+                    f"{fmt(ours.get('cpu_s_per_million_records'), 1)}",
                     winner(sd, ours, "cpu_s_per_million_records"),
                     f"{'stable' if sd.stable else 'UNSTABLE'} / "
                     f"{'stable' if ours.stable else 'UNSTABLE'}",
