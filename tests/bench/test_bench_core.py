@@ -325,3 +325,26 @@ def test_cli_bad_input_is_one_line(argv: list[str], message: str, capsys, tmp_pa
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("adabatch: error: ") and message in err and err.count("\n") == 1
+
+
+def test_static_vs_adaptive_headline_is_judged_where_the_small_interval_diverged() -> None:
+    from adabatch.bench.static_vs_adaptive import verdicts_for
+
+    def group(g: str, small_stable: bool, fp_stable: bool) -> list[Outcome]:
+        return [
+            outcome(f"{g}-s", "static", 0.5, 1, stable=small_stable, group=g, interval=0.25),
+            outcome(f"{g}-s2", "static", 2.5, 1, group=g, interval=2.0),
+            outcome(f"{g}-fp", "fixed-point", 0.6, 1, stable=fp_stable, group=g),
+        ]
+
+    def headline(*groups: list[Outcome]) -> Verdict:
+        outs = [o for g in groups for o in g]
+        names = list(dict.fromkeys(o.config.group for o in outs))
+        return next(v for v in verdicts_for(outs, names) if v.headline)
+
+    # a fast machine: the small interval held in one group; the other decides
+    v = headline(group("a", True, True), group("b", False, True))
+    assert v.holds and "diverged in 1 of 2" in v.evidence and "(b)" in v.evidence
+    assert not headline(group("a", True, True), group("b", False, False)).holds
+    # no static interval diverged: nothing shown, the claim fails
+    assert not headline(group("a", True, True)).holds

@@ -20,8 +20,12 @@ Window at 400,000/s: p = 0.52 / 0.89 s at x = 0.5 / 2 s.
 The rates below are about two thirds of those, so that at the sine's peak (1.5 times the
 mean) the per-record load stays near 0.4 of each second and fixed-point's ``p = 0.7 x``
 point exists even when the shared machine is a third slower (at the measured rates it did
-not on 2026-11-24, and every run of the group diverged). In every group the 0.25 s interval
-can only diverge and 2 s is stable.
+not on 2026-11-24, and every run of the group diverged). 2 s is stable in every group.
+Whether 0.25 s diverges depends on the machine's speed that hour: the per-batch overhead
+was ~0.3 s on 2026-11-23 and 0.21-0.22 s in the full run of 2026-11-24, when 0.25 s held
+for Filter and Reduce and diverged for Join and Window. So the headline is judged on the
+groups where the smallest static interval did diverge, and the ``--quick`` version, one
+group, sweeps 0.1 s: below any per-batch overhead measured here, it can only diverge.
 """
 
 from __future__ import annotations
@@ -76,9 +80,10 @@ STATIC_INTERVALS = (0.25, 0.5, 1.0, 2.0)
 TRIGGERS = (1.0,)
 FULL_DURATION_S = 40.0
 FULL_WARMUP_S = 10.0
-# quick: Reduce at its constant rate; an interval below the per-batch overhead (~0.3 s)
-# can only diverge, and fixed-point must find a stable one within the run.
-QUICK_STATIC = (0.25,)
+# quick: Reduce at its constant rate; an interval below the per-batch overhead (0.2-0.3 s
+# on local[2], depending on the hour) can only diverge, and fixed-point must find a stable
+# one within the run.
+QUICK_STATIC = (0.1,)
 QUICK_DURATION_S = 25.0
 QUICK_WARMUP_S = 10.0
 
@@ -240,8 +245,8 @@ def verdicts_for(outcomes: Sequence[Outcome], groups: Sequence[str]) -> list[Ver
     diverge, fp_stable, near = [], [], []
     for g in groups:
         small, fp = _smallest_static(outcomes, g), _named(outcomes, g, "fixed-point")
-        if small is not None and fp is not None:
-            diverge.append((g, not small.stable and fp.stable))
+        if small is not None and fp is not None and not small.stable:
+            diverge.append((g, fp.stable))
         if fp is not None:
             fp_stable.append((g, fp.stable))
             orc = oracle(outcomes, g)
@@ -251,8 +256,11 @@ def verdicts_for(outcomes: Sequence[Outcome], groups: Sequence[str]) -> list[Ver
     out.append(
         Verdict(
             "fixed-point stays stable where the smallest static interval diverges",
+            # a run where no static interval diverged shows nothing: the claim fails
             bool(diverge) and len(held) == len(diverge),
-            f"in {len(held)} of {len(diverge)} workload/rate groups",
+            f"the smallest static interval diverged in {len(diverge)} of {len(groups)} "
+            f"workload/rate groups ({', '.join(g for g, _ in diverge) or 'none'}); "
+            f"fixed-point was stable in {len(held)} of them",
             headline=True,
         )
     )
