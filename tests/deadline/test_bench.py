@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,22 @@ def test_report_only_resimulates_from_saved_profiles(profiles, tmp_path) -> None
     assert "Fig. 7, 8, 10, 11" in text
     assert "| fig10 | 0.1D | VR4 |" in text
     assert main(["deadline", "bench", "--report-only", "--out", str(tmp_path / "none")]) == 2
+
+
+def test_resume_refuses_results_of_other_data_settings(tmp_path) -> None:
+    out = tmp_path / "bench"
+    out.mkdir()
+    earlier = bench.BenchConfig(out=out, scale_factor=0.5, margin=1.25)
+    (out / "results.json").write_text(json.dumps({"config": earlier.to_json()}))
+    same = bench.BenchConfig(out=out, scale_factor=0.5, margin=1.25, resume=True, queries=("q6",))
+    assert bench.previous_results(same) == {"config": earlier.to_json()}
+    assert bench.previous_results(replace(same, resume=False)) is None
+    with pytest.raises(AdabatchError, match=r"scale_factor = 0\.5, this run has 1\.0"):
+        bench.previous_results(replace(same, scale_factor=1.0))
+    with pytest.raises(AdabatchError, match=r"margin = 1\.25, this run has 1\.5"):
+        bench.previous_results(replace(same, margin=1.5))
+    (out / "results.json").write_text("{not json")
+    with pytest.raises(AdabatchError, match="is not a bench result"):
+        bench.previous_results(same)
+    fresh = bench.BenchConfig(out=tmp_path / "empty", resume=True)
+    assert bench.previous_results(fresh) is None  # nothing to continue: start afresh

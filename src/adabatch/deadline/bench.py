@@ -22,6 +22,12 @@ Sections (paper figure in brackets), all on the same TPC-H landing data:
 Raw per-batch metrics go to ``OUT/batches.jsonl`` (Spark jobs) and
 ``OUT/streaming_progress.jsonl`` (micro-batches); results to ``OUT/results.json``; PNG
 figures and ``OUT/deadline.md``; ``--docs PATH`` copies the report and its figures there.
+
+The full bench takes hours on two cores. ``--resume`` continues an interrupted one (or
+extends a finished one with more queries, factors or triggers) in the same OUT: profiles,
+single-query runs and streaming runs already in ``OUT/results.json`` are kept, the rest
+run, and the simulated section is recomputed. The data settings (scale factor, slots,
+rate), the margin and the profile sizes must match, or the kept rows would not compare.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from adabatch.deadline.profile import (
     Profile,
     agg_with_margin,
     default_sizes,
+    profile_from_json,
     profile_query,
     with_margin,
 )
@@ -89,6 +96,7 @@ class BenchConfig:
     spark_multi: tuple[str, ...] = ("cq1", "q6", "q14")
     skip: frozenset[str] = field(default_factory=frozenset)
     quick: bool = False
+    resume: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -137,6 +145,7 @@ def bench_config(args: argparse.Namespace) -> BenchConfig:
         master=args.master,
         queries=queries,
         skip=skip,
+        resume=bool(getattr(args, "resume", False)),
     )
     if args.quick:
         base = replace(
@@ -304,11 +313,12 @@ def simulate_grid(
 class _Recorder:
     """Appends raw records to the bench's JSON-lines files."""
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, *, append: bool = False) -> None:
         self.batches = out / "batches.jsonl"
         self.progress = out / "streaming_progress.jsonl"
         for path in (self.batches, self.progress):
-            path.write_text("", encoding="utf-8")
+            if not (append and path.is_file()):
+                path.write_text("", encoding="utf-8")
 
     def job(self, section: str, **tags: Any) -> Callable[[Any], None]:
         def write(job: Any) -> None:
@@ -334,6 +344,33 @@ def _save(out: Path, results: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+RESUME_KEYS = ("scale_factor", "slots", "rate_slots_per_s", "margin", "sizes", "quick")
+"""Config entries a resumed bench must share with the results it keeps."""
+
+
+def previous_results(config: BenchConfig) -> dict[str, Any] | None:
+    """``OUT/results.json`` to continue from with ``--resume`` (``None``: start afresh),
+    checked to come from the same data settings, margin and profile sizes."""
+    path = config.out / "results.json"
+    if not config.resume or not path.is_file():
+        return None
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+        before = results["config"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        msg = f"--resume: {str(path)!r} is not a bench result ({exc!r}); use another --out"
+        raise AdabatchError(msg) from None
+    now = config.to_json()
+    for key in RESUME_KEYS:
+        if before.get(key) != now[key]:
+            msg = (
+                f"--resume: {str(path)!r} was run with {key} = {before.get(key)!r}, this run "
+                f"has {now[key]!r}; allowed the same {', '.join(RESUME_KEYS)} (or another --out)"
+            )
+            raise AdabatchError(msg)
+    return results
+
+
 def run_bench_config(config: BenchConfig) -> Path:
     """Run every section of the bench; returns the markdown report's path."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -347,16 +384,19 @@ def run_bench_config(config: BenchConfig) -> Path:
     manifest = prepare(
         config.data, scale_factor=config.scale_factor, slots=config.slots, rate=config.rate
     )
-    recorder = _Recorder(out)
+    previous = previous_results(config) or {}
+    recorder = _Recorder(out, append=bool(previous))
     results: dict[str, Any] = {
         "config": config.to_json(),
-        "machine": {
+        "machine": previous.get("machine")
+        or {
             "cpus": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),
             "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "load_avg_start": os.getloadavg(),
         },
+        "runs": previous.get("runs", 1 if previous else 0) + 1,
         "data": {
             "scale_factor": manifest.scale_factor,
             "slots": len(manifest.slots),
@@ -367,14 +407,26 @@ def run_bench_config(config: BenchConfig) -> Path:
         },
     }
     queries = config.queries
-    steps = len(queries)
+    kept_profiles = {
+        q: profile_from_json(data, f"profile {q!r} in {out / 'results.json'}")
+        for q, data in previous.get("profiles", {}).items()
+    }
+    kept_single = {(r["query"], r["factor"]): r for r in previous.get("single", [])}
+    kept_baseline = {(r["query"], r["trigger"]): r for r in previous.get("baseline", [])}
+    kept_multi = (
+        previous.get("spark_multi")
+        if previous.get("config", {}).get("spark_multi") == list(config.spark_multi)
+        else None
+    )
+    steps = sum(q not in kept_profiles for q in queries)
     if "single" not in config.skip:
-        steps += len(queries) * len(config.factors)
+        steps += sum((q, f) not in kept_single for q in queries for f in config.factors)
     if "baseline" not in config.skip:
-        steps += len(queries) * len(config.triggers)
+        steps += sum((q, t) not in kept_baseline for q in queries for t in config.triggers)
     if "multi" not in config.skip:
-        steps += 1 + (1 if config.spark_multi else 0)
+        steps += 1 + (1 if config.spark_multi and kept_multi is None else 0)
     started = time.monotonic()
+    earlier_s = float(previous.get("elapsed_s") or 0.0)
     spark = get_spark(config.master, "adabatch-deadline-bench", SPARK_CONF)
     with Progress(
         TextColumn("[bold]{task.description:<40}"),
@@ -387,6 +439,9 @@ def run_bench_config(config: BenchConfig) -> Path:
         # 1. profiles (Fig. 3, 4)
         profiles: dict[str, Profile] = {}
         for name in queries:
+            if name in kept_profiles:
+                profiles[name] = kept_profiles[name]
+                continue
             bar.update(task, description=f"profile {name}")
             profile = profile_query(
                 spark,
@@ -399,16 +454,25 @@ def run_bench_config(config: BenchConfig) -> Path:
             profile.save(out / "profiles" / f"{name}.json")
             profiles[name] = profile
             bar.advance(task)
-        results["profiles"] = {k: v.to_json() for k, v in profiles.items()}
+        # kept profiles of queries not asked for this time stay in the results
+        results["profiles"] = {
+            **{k: v.to_json() for k, v in kept_profiles.items()},
+            **{k: v.to_json() for k, v in profiles.items()},
+        }
+        results["elapsed_s"] = earlier_s + time.monotonic() - started
         _save(out, results)
 
         # 2. single-query deadlines on Spark (Fig. 6)
-        single: list[dict[str, Any]] = []
+        single: list[dict[str, Any]] = list(previous.get("single", []))
+        if single:
+            results["single"] = single
         if "single" not in config.skip:
             for name in queries:
                 p = profiles[name]
                 d = p.single_batch_cost
                 for f in config.factors:
+                    if (name, f) in kept_single:
+                        continue
                     bar.update(task, description=f"single {name} {f:g}D")
                     deadline = manifest.window_end + f * d
                     spec = spec_for(
@@ -458,15 +522,20 @@ def run_bench_config(config: BenchConfig) -> Path:
                         row.update(met=False, batches=0, cost=None, normalised_cost=None)
                     single.append(row)
                     results["single"] = single
+                    results["elapsed_s"] = earlier_s + time.monotonic() - started
                     _save(out, results)
                     bar.advance(task)
 
         # 3. Structured Streaming baseline (Fig. 5)
-        baseline: list[dict[str, Any]] = []
+        baseline: list[dict[str, Any]] = list(previous.get("baseline", []))
+        if baseline:
+            results["baseline"] = baseline
         if "baseline" not in config.skip:
             for name in queries:
                 d = profiles[name].single_batch_cost
                 for trig in config.triggers:
+                    if (name, trig) in kept_baseline:
+                        continue
                     bar.update(task, description=f"streaming {name} {trig}")
                     s = run_streaming(
                         spark,
@@ -484,19 +553,27 @@ def run_bench_config(config: BenchConfig) -> Path:
                     row["ratio_to_single_batch"] = s.cost / d if s.failure is None else None
                     baseline.append(row)
                     results["baseline"] = baseline
+                    results["elapsed_s"] = earlier_s + time.monotonic() - started
                     _save(out, results)
                     bar.advance(task)
 
         # 4. multi-query scheduling in simulation (Fig. 7, 8, 10, 11)
+        for key in ("simulation", "spark_multi"):  # kept unless recomputed below
+            if key in previous:
+                results[key] = previous[key]
         if "multi" not in config.skip:
             bar.update(task, description="multi-query simulation")
-            ordered = [profiles[q] for q in queries]
+            # every query profiled so far, this run's and the kept ones
+            known = {**kept_profiles, **profiles}
+            ordered = [known[q] for q in QUERY_NAMES if q in known]
             results["simulation"] = simulate_grid(manifest, ordered, config)
             _save(out, results)
             bar.advance(task)
 
             # 5. multi-query loop on Spark
-            if config.spark_multi:
+            if kept_multi is not None:
+                results["spark_multi"] = kept_multi
+            elif config.spark_multi:
                 bar.update(task, description="multi-query on Spark")
                 from adabatch.deadline.simulate import paper_deadlines
 
@@ -505,13 +582,13 @@ def run_bench_config(config: BenchConfig) -> Path:
                         manifest,
                         q,
                         deadline=manifest.window_end,
-                        cost=with_margin(profiles[q].cost, config.margin),
-                        agg_cost=agg_with_margin(profiles[q].agg_cost, config.margin),
+                        cost=with_margin(known[q].cost, config.margin),
+                        agg_cost=agg_with_margin(known[q].agg_cost, config.margin),
                     )
                     for q in config.spark_multi
-                    if q in profiles
+                    if q in known
                 ]
-                c_max = max(p.single_batch_cost for p in profiles.values())
+                c_max = max(p.single_batch_cost for p in known.values())
                 specs = paper_deadlines(specs, 1.0, c_max)
                 outcomes = []
                 for strategy in ("edf", "llf"):
@@ -533,7 +610,16 @@ def run_bench_config(config: BenchConfig) -> Path:
                 results["spark_multi"] = outcomes
                 _save(out, results)
                 bar.advance(task)
-    results["elapsed_s"] = time.monotonic() - started
+    # rows kept from earlier runs and new ones, in the report's order
+    order = {q: i for i, q in enumerate(QUERY_NAMES)}
+    if "single" in results:
+        results["single"].sort(key=lambda r: (order.get(r["query"], 99), -r["factor"]))
+    if "baseline" in results:
+        trig = {t: i for i, t in enumerate(config.triggers)}
+        results["baseline"].sort(
+            key=lambda r: (order.get(r["query"], 99), trig.get(r["trigger"], 99))
+        )
+    results["elapsed_s"] = earlier_s + time.monotonic() - started
     results["machine"]["load_avg_end"] = os.getloadavg()
     _save(out, results)
     return write_report(results, out, config.docs)
@@ -542,7 +628,6 @@ def run_bench_config(config: BenchConfig) -> Path:
 def rerender(config: BenchConfig) -> Path:
     """Recompute the simulated section from the saved profiles of a finished (or
     interrupted) bench in ``config.out`` and rewrite the report; no Spark runs."""
-    from adabatch.deadline.profile import load_profile
     from adabatch.deadline.tpch import load_manifest
 
     path = config.out / "results.json"
@@ -551,8 +636,10 @@ def rerender(config: BenchConfig) -> Path:
         raise AdabatchError(msg)
     results = json.loads(path.read_text(encoding="utf-8"))
     manifest = load_manifest(Path(results["config"]["data"]))
-    names = [q for q in results["config"]["queries"] if q in results.get("profiles", {})]
-    profiles = [load_profile(config.out / "profiles" / f"{q}.json") for q in names]
+    saved = results.get("profiles", {})
+    profiles = [
+        profile_from_json(saved[q], f"profile {q!r} in {path}") for q in QUERY_NAMES if q in saved
+    ]
     if profiles and "multi" not in config.skip:
         results["simulation"] = simulate_grid(manifest, profiles, config)
         _save(config.out, results)
@@ -834,7 +921,13 @@ def write_report(results: dict[str, Any], out: Path, docs: Path | None = None) -
         f"cost models times a margin of {cfg['margin']:g}; each batch starts as soon as "
         "its input has landed and the previous batch is done (a plan's starts are latest "
         "starts), so the slack stays at the end.",
-        f"- Total bench time {results.get('elapsed_s', math.nan):.0f} s. Command: "
+        f"- Total bench time {results.get('elapsed_s', math.nan):.0f} s"
+        + (
+            f" over {results['runs']} runs of the command (continued with `--resume`)"
+            if results.get("runs", 1) > 1
+            else ""
+        )
+        + ". Command: "
         f"`adabatch deadline bench --out {cfg['out']} --sf {data['scale_factor']:g} "
         f"--slots {data['slots']} --rate {data['rate_slots_per_s']:g} "
         f"--margin {cfg['margin']:g} --master {cfg['master']}"

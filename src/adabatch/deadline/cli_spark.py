@@ -149,6 +149,11 @@ def add_subcommands(sub: Any) -> None:
     bench.add_argument("--margin", type=float, default=None, help="cost model margin")
     bench.add_argument("--skip", default="", help="sections to skip: single,baseline,multi")
     bench.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the bench in OUT: keep its profiles and finished runs, run the rest",
+    )
+    bench.add_argument(
         "--report-only",
         action="store_true",
         help="no Spark: redo the simulation from OUT's profiles and rewrite the report",

@@ -130,9 +130,18 @@ def load_profile(path: str | Path) -> Profile:
         raise AdabatchError(msg)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        msg = f"{path} is not a profile file ({exc!r}): rerun `adabatch deadline profile`"
+        raise AdabatchError(msg) from None
+    return profile_from_json(data, str(path))
+
+
+def profile_from_json(data: Any, where: str = "profile") -> Profile:
+    """The :class:`Profile` of :meth:`Profile.to_json` output (``where`` names it in errors)."""
+    try:
         cost = cost_from_json(data["cost"])
         if not isinstance(cost, PiecewiseLinearCost):
-            msg = f"{path}: cost kind {data['cost'].get('kind')!r}: allowed piecewise"
+            msg = f"{where}: cost kind {data['cost'].get('kind')!r}: allowed piecewise"
             raise AdabatchError(msg)
         return Profile(
             query=str(data["query"]),
@@ -145,8 +154,8 @@ def load_profile(path: str | Path) -> Profile:
             agg_cost=agg_cost_from_json(data["agg_cost"]),
             small=tuple((int(t), float(x)) for t, x in data.get("small", [])),
         )
-    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as exc:
-        msg = f"{path} is not a profile file ({exc!r}): rerun `adabatch deadline profile`"
+    except (KeyError, TypeError, ValueError) as exc:
+        msg = f"{where} is not a profile file ({exc!r}): rerun `adabatch deadline profile`"
         raise AdabatchError(msg) from None
 
 
