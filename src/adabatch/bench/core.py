@@ -651,6 +651,7 @@ def run_experiment(
     if experiment.warmup_s > 0 and not first_done:
         _warm_up(spark, configs[0], experiment.warmup_s, exp_dir / WARMUP_DIR, settings)
     outcomes: list[Outcome] = []
+    reused_s = 0.0
     extra = experiment.planned_followups(settings)
     with _Bar(experiment.name, progress) as bar:
         pending = list(configs)
@@ -661,10 +662,12 @@ def run_experiment(
                 mean_s = sum(c.duration_s for c in known) / len(known)
                 total, total_s = len(known) + extra, sum(c.duration_s for c in known)
                 total_s += extra * mean_s
-                outcome = _run_one(
+                outcome, reused = _run_one(
                     experiment, config, ctx, spark, resume, run_spark, bar, len(outcomes),
                     total, total_s,
                 )  # fmt: skip
+                if reused:  # its wall time was spent by an earlier run of the command
+                    reused_s += float(outcome.summary.get("wall_s") or 0.0)
                 outcomes.append(outcome)
                 if on_outcome is not None:
                     on_outcome(outcome)
@@ -682,7 +685,7 @@ def run_experiment(
         dir=exp_dir,
         section=exp_dir / "section.md",
         csv=csv_path,
-        wall_s=time.time() - wall0,
+        wall_s=time.time() - wall0 + reused_s,
     )
     report.write_section(result)
     marker.update(
@@ -730,12 +733,13 @@ def _run_one(
     done: int,
     total: int,
     total_s: float,
-) -> Outcome:
+) -> tuple[Outcome, bool]:
+    """Run ``config`` (or, with ``resume``, load its finished run: then ``True``)."""
     run_dir = ctx.dir / config.name
     if resume:
         found = _load_outcome(config, run_dir)
         if found is not None:
-            return found
+            return found, True
         if run_dir.exists():
             shutil.rmtree(run_dir)  # a half-finished run of ours: start it again
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -760,7 +764,7 @@ def _run_one(
             hook.close()
     if result.interrupted:
         raise KeyboardInterrupt
-    return Outcome(config, dict(result.summary), tuple(result.records), run_dir)
+    return Outcome(config, dict(result.summary), tuple(result.records), run_dir), False
 
 
 def machine_facts() -> dict[str, str]:
