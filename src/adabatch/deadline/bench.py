@@ -427,6 +427,12 @@ def run_bench_config(config: BenchConfig) -> Path:
         steps += 1 + (1 if config.spark_multi and kept_multi is None else 0)
     started = time.monotonic()
     earlier_s = float(previous.get("elapsed_s") or 0.0)
+
+    def save() -> None:
+        """Write results.json with the time spent so far (this run and the kept ones)."""
+        results["elapsed_s"] = earlier_s + time.monotonic() - started
+        _save(out, results)
+
     spark = get_spark(config.master, "adabatch-deadline-bench", SPARK_CONF)
     with Progress(
         TextColumn("[bold]{task.description:<40}"),
@@ -459,8 +465,7 @@ def run_bench_config(config: BenchConfig) -> Path:
             **{k: v.to_json() for k, v in kept_profiles.items()},
             **{k: v.to_json() for k, v in profiles.items()},
         }
-        results["elapsed_s"] = earlier_s + time.monotonic() - started
-        _save(out, results)
+        save()
 
         # 2. single-query deadlines on Spark (Fig. 6)
         single: list[dict[str, Any]] = list(previous.get("single", []))
@@ -522,8 +527,7 @@ def run_bench_config(config: BenchConfig) -> Path:
                         row.update(met=False, batches=0, cost=None, normalised_cost=None)
                     single.append(row)
                     results["single"] = single
-                    results["elapsed_s"] = earlier_s + time.monotonic() - started
-                    _save(out, results)
+                    save()
                     bar.advance(task)
 
         # 3. Structured Streaming baseline (Fig. 5)
@@ -553,8 +557,7 @@ def run_bench_config(config: BenchConfig) -> Path:
                     row["ratio_to_single_batch"] = s.cost / d if s.failure is None else None
                     baseline.append(row)
                     results["baseline"] = baseline
-                    results["elapsed_s"] = earlier_s + time.monotonic() - started
-                    _save(out, results)
+                    save()
                     bar.advance(task)
 
         # 4. multi-query scheduling in simulation (Fig. 7, 8, 10, 11)
@@ -567,7 +570,7 @@ def run_bench_config(config: BenchConfig) -> Path:
             known = {**kept_profiles, **profiles}
             ordered = [known[q] for q in QUERY_NAMES if q in known]
             results["simulation"] = simulate_grid(manifest, ordered, config)
-            _save(out, results)
+            save()
             bar.advance(task)
 
             # 5. multi-query loop on Spark
@@ -608,7 +611,7 @@ def run_bench_config(config: BenchConfig) -> Path:
                         }
                     )
                 results["spark_multi"] = outcomes
-                _save(out, results)
+                save()
                 bar.advance(task)
     # rows kept from earlier runs and new ones, in the report's order
     order = {q: i for i, q in enumerate(QUERY_NAMES)}
@@ -619,9 +622,8 @@ def run_bench_config(config: BenchConfig) -> Path:
         results["baseline"].sort(
             key=lambda r: (order.get(r["query"], 99), trig.get(r["trigger"], 99))
         )
-    results["elapsed_s"] = earlier_s + time.monotonic() - started
     results["machine"]["load_avg_end"] = os.getloadavg()
-    _save(out, results)
+    save()
     return write_report(results, out, config.docs)
 
 
