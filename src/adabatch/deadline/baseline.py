@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from adabatch.deadline.queries import (
     answer_differences,
     answer_rows,
+    answer_table,
     answer_to_json,
     final_frame,
     get_query,
@@ -291,9 +292,11 @@ def run_streaming(
     answer = differences = None
     if failure is None:
         rows = sorted(latest.values(), key=repr)
-        answer = answer_rows(final_frame(spark, qdef, spark.createDataFrame(rows, schema)))
+        answer = answer_rows(
+            answer_table(final_frame(spark, qdef, spark.createDataFrame(rows, schema)))
+        )
         if references is not None:
-            differences = answer_differences(answer, references)
+            differences = answer_differences(answer, references, ordered=qdef.ordered)
     met = None
     if deadline is not None:
         met = completion is not None and completion <= deadline

@@ -205,13 +205,17 @@ def fit_models(
     segments = max(1, min(segments, len(sizes) - 1))
     fitted = PiecewiseLinearCost.fit(sizes, medians, segments)
     # Below the smallest measured batch the fit only extrapolates (often to a zero
-    # overhead); price smaller batches like the smallest one, the per-batch overhead.
+    # overhead); price smaller batches like the smallest one, the per-batch overhead. A
+    # least-squares line through batches of 0.1-4 s may pass below the small batches'
+    # own median (CQ1 at SF 1: 0.027 s fitted, 0.057 s measured), and the last batch of
+    # a tight deadline is such a batch: the model never prices one below its measurement.
     smallest = float(sizes[0])
-    floor = fitted.cost(int(smallest))
+    floor = max(fitted.cost(int(smallest)), medians[0])
     points = [(0.0, floor), (smallest, floor)]
-    points += [(x, y) for x, y in fitted.breakpoints if x > smallest]
-    if len(points) == 2:
-        points.append((fitted.breakpoints[-1][0] + smallest, fitted.cost(int(2 * smallest))))
+    points += [(x, max(y, floor)) for x, y in fitted.breakpoints if x > smallest]
+    if len(points) == 2 or points[-1][1] <= points[-2][1]:
+        x = points[-1][0] + smallest
+        points.append((x, max(fitted.cost(int(x)), points[-1][1] * (1 + 1e-3) + 1e-9)))
     cost = PiecewiseLinearCost(tuple(points))
     multi = [(p.batches, p.final_seconds) for p in sweep if p.batches > 1]
     if len({b for b, _ in multi}) >= 2:

@@ -15,7 +15,9 @@ the paper does, Sec. 7.2); Q14 and Q19 join ``lineitem`` with the static ``part`
 Q10 also join the static ``customer`` (and ``nation``). Deviations from the TPC-H text:
 Q1's date is the literal ``1998-09-02`` (= ``1998-12-01 - 90 days``), Q3 and Q10 break
 ties in their ORDER BY with the order or customer key so that LIMIT is deterministic,
-Q14's percentage is computed in DOUBLE from exact decimal sums.
+Q14's percentage is computed in DOUBLE from exact decimal sums. CQ2-CQ4 have no ORDER BY,
+as in the paper (their answers are compared as sets of rows): sorting CQ4's 200,000 groups
+was a third of its final aggregation, and that step bounds the tightest deadline.
 
 Spark SQL placeholders ``{orders}``, ``{lineitem}``, ``{part}``, ... are filled with
 DataFrames (``spark.sql(text, **frames)``), so the same partial SQL runs over a batch of
@@ -35,6 +37,7 @@ from adabatch.deadline.tpch import Manifest
 from adabatch.errors import AdabatchError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -61,6 +64,11 @@ class QueryDef:
     @property
     def tables(self) -> tuple[str, ...]:
         return (*self.streams, *self.statics)
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the answer's row order is part of the query (its final SQL sorts)."""
+        return "ORDER BY" in " ".join(self.final_sql.upper().split())
 
 
 _REVENUE = "l.l_extendedprice * (1 - l.l_discount)"
@@ -114,11 +122,11 @@ QUERIES: dict[str, QueryDef] = {
             ),
             final_sql=(
                 "SELECT sum(total_orders) AS total_orders, o_orderpriority FROM {partials} "
-                "GROUP BY o_orderpriority ORDER BY o_orderpriority"
+                "GROUP BY o_orderpriority"
             ),
             reference_sql=(
                 "SELECT count(*) AS total_orders, o_orderpriority FROM orders "
-                "GROUP BY o_orderpriority ORDER BY o_orderpriority"
+                "GROUP BY o_orderpriority"
             ),
         ),
         QueryDef(
@@ -133,11 +141,10 @@ QUERIES: dict[str, QueryDef] = {
             ),
             final_sql=(
                 "SELECT sum(total_items) AS total_items, l_suppkey FROM {partials} "
-                "GROUP BY l_suppkey ORDER BY l_suppkey"
+                "GROUP BY l_suppkey"
             ),
             reference_sql=(
-                "SELECT count(*) AS total_items, l_suppkey FROM lineitem "
-                "GROUP BY l_suppkey ORDER BY l_suppkey"
+                "SELECT count(*) AS total_items, l_suppkey FROM lineitem GROUP BY l_suppkey"
             ),
         ),
         QueryDef(
@@ -152,11 +159,10 @@ QUERIES: dict[str, QueryDef] = {
             ),
             final_sql=(
                 "SELECT sum(total_items) AS total_items, l_partkey FROM {partials} "
-                "GROUP BY l_partkey ORDER BY l_partkey"
+                "GROUP BY l_partkey"
             ),
             reference_sql=(
-                "SELECT count(*) AS total_items, l_partkey FROM lineitem "
-                "GROUP BY l_partkey ORDER BY l_partkey"
+                "SELECT count(*) AS total_items, l_partkey FROM lineitem GROUP BY l_partkey"
             ),
         ),
         QueryDef(
@@ -435,9 +441,27 @@ def stream_schema(spark: SparkSession, manifest: Manifest, stream: str) -> Struc
     return StructType([*base.fields, StructField("ts", TimestampType(), True)])
 
 
+_STATIC: dict[tuple[str, str, int], DataFrame] = {}
+
+
 def static_frames(spark: SparkSession, manifest: Manifest, query: QueryDef) -> dict[str, DataFrame]:
-    """The static tables ``query`` joins, read whole."""
-    return {t: spark.read.parquet(str(manifest.table_path(t))) for t in query.statics}
+    """The static tables ``query`` joins, read whole once per Spark application and kept
+    in memory: they never change, and reading ``part`` again for every batch made a
+    one-slot Q14 batch cost 0.73 s instead of 0.23 s (SF 1, 2026-11-24). The first call
+    loads them, so callers call this before their timed work (the batch runner when it
+    starts, the Structured Streaming baseline before its query starts: both see the same
+    cached tables)."""
+    frames = {}
+    for table in query.statics:
+        path = manifest.table_path(table)
+        # a table regenerated at the same path (another scale factor) is another key
+        key = (spark.sparkContext.applicationId, str(path), path.stat().st_mtime_ns)
+        if key not in _STATIC:
+            frame = spark.read.parquet(str(path)).cache()
+            frame.count()
+            _STATIC[key] = frame
+        frames[table] = _STATIC[key]
+    return frames
 
 
 def batch_frames(
@@ -506,11 +530,17 @@ def run_partial(
     return frame.schema
 
 
-def answer_rows(frame: DataFrame) -> list[tuple[Any, ...]]:
-    """The rows of ``frame`` as tuples, fetched as Arrow: ``collect()`` builds a Python
+def answer_table(frame: DataFrame) -> pa.Table:
+    """Compute ``frame`` and fetch the answer as Arrow. ``collect()`` builds a Python
     ``Row`` per row, which for CQ4's 200,000 parts cost 0.6 s, more than the aggregation
-    itself (2026-11-24), and the final aggregation's cost decides the tightest deadlines."""
-    table = frame.toArrow()
+    itself (2026-11-24), and the final aggregation's cost decides the tightest deadlines;
+    turning the table into Python rows (:func:`answer_rows`) is left to whoever checks
+    the answer, outside the timed job."""
+    return frame.toArrow()
+
+
+def answer_rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    """The rows of an answer table as tuples (decimals, dates and strings as Python's)."""
     return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
 
 
@@ -524,13 +554,13 @@ def run_final(
     query: QueryDef,
     partial_dirs: Sequence[str | Path],
     schema: StructType,
-) -> list[tuple[Any, ...]]:
-    """Combine the Parquet partials in ``partial_dirs`` into the answer rows."""
+) -> pa.Table:
+    """Combine the Parquet partials in ``partial_dirs`` into the answer (Arrow)."""
     if not partial_dirs:
         msg = f"query {query.name}: the final aggregation needs at least one partial"
         raise AdabatchError(msg)
     partials = spark.read.schema(schema).parquet(*[str(p) for p in partial_dirs])
-    return answer_rows(final_frame(spark, query, partials))
+    return answer_table(final_frame(spark, query, partials))
 
 
 # ---------------------------------------------------------------------------------------
@@ -556,11 +586,18 @@ REL_TOL = 1e-9
 
 
 def answer_differences(
-    got: Iterable[Sequence[Any]], want: Iterable[Sequence[Any]], limit: int = 5
+    got: Iterable[Sequence[Any]],
+    want: Iterable[Sequence[Any]],
+    limit: int = 5,
+    *,
+    ordered: bool = True,
 ) -> list[str]:
-    """Why two answers differ (empty if equal): same rows in the same order; decimals,
-    integers, strings and dates exactly, floats within :data:`REL_TOL` relative."""
+    """Why two answers differ (empty if equal): same rows in the same order (in any order
+    when not ``ordered``); decimals, integers, strings and dates exactly, floats within
+    :data:`REL_TOL` relative."""
     got, want = [tuple(r) for r in got], [tuple(r) for r in want]
+    if not ordered:
+        got, want = sorted(got, key=_row_key), sorted(want, key=_row_key)
     problems = []
     if len(got) != len(want):
         problems.append(f"{len(got)} rows, expected {len(want)}")
@@ -574,6 +611,20 @@ def answer_differences(
         if len(problems) >= limit:
             break
     return problems[:limit]
+
+
+def _row_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Sort key of an unordered answer's row: floats are left out (equal answers may differ
+    in their last bits), ``None`` sorts first, numbers compare as decimals."""
+    key: list[Any] = []
+    for v in row:
+        if isinstance(v, float):
+            continue
+        if isinstance(v, Decimal | int) and not isinstance(v, bool):
+            key.append((1, Decimal(v), ""))
+        else:
+            key.append((0, Decimal(0), "") if v is None else (2, Decimal(0), str(v)))
+    return tuple(key)
 
 
 def _same(a: Any, b: Any) -> bool:

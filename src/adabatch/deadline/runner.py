@@ -40,6 +40,7 @@ from adabatch.deadline.queries import (
     QueryDef,
     answer_differences,
     answer_rows,
+    answer_table,
     answer_to_json,
     batch_frames,
     final_frame,
@@ -48,6 +49,7 @@ from adabatch.deadline.queries import (
     reference_answer,
     run_final,
     run_partial,
+    static_frames,
     stream_schema,
 )
 from adabatch.deadline.schedule import QueryPlan
@@ -57,6 +59,7 @@ from adabatch.deadline.tpch import STREAMS, Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
@@ -164,7 +167,7 @@ class _QueryState:
     next_slot: int = 0
     partials: list[Path] = field(default_factory=list)
     schema: Any = None
-    answer: list[tuple[Any, ...]] | None = None
+    answer: pa.Table | None = None
 
 
 class SparkExecutor:
@@ -205,6 +208,7 @@ class SparkExecutor:
                 raise AdabatchError(msg)
             shutil.rmtree(self._partial_root(spec.id), ignore_errors=True)
             self._queries[spec.id] = _QueryState(spec, qdef)
+            static_frames(spark, manifest, qdef)  # loaded now, not in the first batch
         self._schemas: dict[str, StructType] = {
             s: stream_schema(spark, manifest, s) for s in STREAMS
         }
@@ -267,7 +271,7 @@ class SparkExecutor:
             kind = "whole"
             frames = batch_frames(self.spark, self.manifest, state.qdef, slots, self._schemas)
             partial = partial_frame(self.spark, state.qdef, frames)
-            state.answer = answer_rows(final_frame(self.spark, state.qdef, partial))
+            state.answer = answer_table(final_frame(self.spark, state.qdef, partial))
         else:
             kind = "partial"
             out = self._partial_root(query_id) / f"batch-{batch:05d}"
@@ -295,8 +299,16 @@ class SparkExecutor:
     # -- results -----------------------------------------------------------------------
 
     def answer(self, query_id: str) -> list[tuple[Any, ...]] | None:
-        """The query's final answer once it has completed."""
-        return self._state(query_id).answer
+        """The query's final answer (rows) once it has completed."""
+        table = self._state(query_id).answer
+        return None if table is None else answer_rows(table)
+
+    def differences(self, query_id: str, want: list[tuple[Any, ...]]) -> list[str]:
+        """Why the query's answer differs from ``want`` (empty if equal)."""
+        answer = self.answer(query_id)
+        if answer is None:
+            return ["no answer"]
+        return answer_differences(answer, want, ordered=self._state(query_id).qdef.ordered)
 
     def spark_batches(self, query_id: str) -> int:
         """Spark jobs that processed input for the query (not counting the final)."""
@@ -473,9 +485,7 @@ def run_single(
     finally:
         feeder.stop()
     answer = executor.answer(spec.id)
-    diffs = None
-    if check:
-        diffs = ["no answer"] if answer is None else answer_differences(answer, references[spec.id])
+    diffs = executor.differences(spec.id, references[spec.id]) if check else None
     run = QueryRun(
         query=spec.id,
         name=spec.query,
@@ -532,9 +542,7 @@ def run_multi(
         answer = executor.answer(spec.id)
         diffs = None
         if check and o is not None and not o.removed:
-            diffs = (
-                ["no answer"] if answer is None else answer_differences(answer, references[spec.id])
-            )
+            diffs = executor.differences(spec.id, references[spec.id])
         jobs = tuple(j for j in executor.jobs if j.query == spec.id)
         runs.append(
             QueryRun(
@@ -605,10 +613,7 @@ def run_in_batches(
     if batches > 1:
         executor.run_final(spec.id, batches, executor.now())
     answer = executor.answer(spec.id)
-    diffs = None
-    if check:
-        want = reference_answer(manifest, qdef)
-        diffs = ["no answer"] if answer is None else answer_differences(answer, want)
+    diffs = executor.differences(spec.id, reference_answer(manifest, qdef)) if check else None
     return QueryRun(
         query=spec.id,
         name=qdef.name,
