@@ -15,6 +15,8 @@ def test_quick_bench_then_resume_runs_only_what_is_missing(tmp_path, capsys) -> 
     out = tmp_path / "bench"
     base = ["deadline", "bench", "--quick", "--out", str(out), "--queries", "q6"]
     assert main([*base, "--skip", "baseline,multi"]) == 0
+    log = capsys.readouterr().err  # not a terminal: one progress line per step
+    assert "] profile q6" in log and "] single q6 1D" in log and "] done" in log
     first = json.loads((out / "results.json").read_text())
     assert [(r["query"], r["factor"]) for r in first["single"]] == [("q6", 2.0), ("q6", 1.0)]
     assert all(r["correct"] for r in first["single"] if r["feasible"])

@@ -191,3 +191,17 @@ def test_a_flat_fit_stays_flat_within_the_measurements() -> None:
     assert model.breakpoints[-1][1] > model.breakpoints[-2][1]  # still rising, barely
     for b in (2, 30, 60):
         assert 0.25 <= model.cost(b) <= 0.32, (b, model.cost(b))
+
+
+def test_relative_fit_prices_small_batches_as_closely_as_large_ones() -> None:
+    # CQ4's median batch costs at SF 1 (2026-11-24): the absolute fit priced the one-slot
+    # batch (0.058 s) at 0.134 s, more than twice what it costs
+    sizes = [3_697, 187_475, 374_902, 750_166, 1_500_362, 3_000_607, 6_001_215]
+    seconds = [0.058, 0.299, 0.476, 0.816, 1.326, 2.852, 5.901]
+    absolute = PiecewiseLinearCost.fit(sizes, seconds, segments=2)
+    relative = PiecewiseLinearCost.fit(sizes, seconds, segments=2, relative=True)
+    worst = {
+        name: max(abs(model.cost(n) / y - 1) for n, y in zip(sizes, seconds, strict=True))
+        for name, model in (("absolute", absolute), ("relative", relative))
+    }
+    assert worst["relative"] < 0.15 < worst["absolute"], worst

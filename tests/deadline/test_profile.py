@@ -60,7 +60,7 @@ def test_the_overhead_is_never_below_the_measured_small_batches() -> None:
     # (0.06 s); the last batch of a tight deadline is one of those
     sweep = _sweep(lambda n: 0.01 + 1e-5 * n, lambda b: 0.1, 80_000)
     small = [(50, 0.055), (50, 0.06), (50, 0.065)]
-    cost, _ = fit_models(sweep, segments=1, small=small)
+    cost, _ = fit_models(sweep, segments=2, small=small)
     assert cost.cost(1) == cost.cost(50) == pytest.approx(0.06)
     assert cost.cost(80_000) == pytest.approx(0.01 + 1e-5 * 80_000, rel=0.02)
     assert cost.cost(160_000) > cost.cost(80_000)

@@ -13,6 +13,7 @@ from adabatch.deadline.cost import AggCostModel, LinearCost, MonotoneCost, Piece
 from adabatch.deadline.executor import run_plan
 from adabatch.deadline.simulate import SimulatedExecutor
 from adabatch.deadline.single import (
+    AHEAD_COST_TOL,
     earliest_completion,
     plan_problems,
     plan_single,
@@ -29,8 +30,7 @@ def paper_case(deadline: float, **kw) -> QuerySpec:  # type: ignore[no-untyped-d
         window_end=10,
         deadline=deadline,
         rate=1.0,
-        cost=LinearCost(per_tuple=0.5),
-        **kw,
+        **{"cost": LinearCost(per_tuple=0.5), **kw},
     )
 
 
@@ -198,16 +198,17 @@ def test_a_plan_runs_on_the_simulated_executor_and_meets_its_deadline() -> None:
 
 
 class _SlowFirstBatch(SimulatedExecutor):
-    """Simulated executor whose first batch costs ``factor`` times its model."""
+    """Simulated executor whose ``which``-th batch (first by default) costs ``factor``
+    times its model."""
 
-    def __init__(self, specs, factor: float) -> None:
+    def __init__(self, specs, factor: float, which: int = 1) -> None:
         super().__init__(specs)
-        self.factor, self.batches = factor, 0
+        self.factor, self.which, self.batches = factor, which, 0
 
     def run_batch(self, query_id: str, offset: int, tuples: int, at: float) -> float:
         self.batches += 1
         seconds = super().run_batch(query_id, offset, tuples, at)
-        if self.batches == 1:
+        if self.batches == self.which:
             extra = (self.factor - 1.0) * seconds
             self._now += extra
             seconds += extra
@@ -228,3 +229,30 @@ def test_early_start_absorbs_a_first_batch_that_overruns_its_model() -> None:
     assert early.met and early.completion == pytest.approx(12.0)
     assert early.runs[0].start == pytest.approx(arrived)
     assert early.cost == pytest.approx(late.cost)  # the same batches: only the slack moved
+
+
+def test_planning_ahead_keeps_the_cost_and_moves_the_slack_to_the_end() -> None:
+    # 0.1 s per batch: Function 1 fills the batch after the window end up to the deadline
+    # (3 + 7 tuples, the last over [10.4, 14]); ahead, the same two batches split 6 + 4
+    # end at 12.1, and a last batch 30% over its model still meets the deadline
+    spec = paper_case(14, cost=LinearCost(per_tuple=0.5, overhead=0.1))
+    latest = plan_single(spec)
+    ahead = plan_single(spec, ahead=True)
+    assert latest.sizes == [3, 7] and latest.completion == pytest.approx(14.0)
+    assert ahead.sizes == [6, 4] and ahead.completion == pytest.approx(12.1)
+    assert ahead.cost == pytest.approx(latest.cost) and ahead.deadline == 14
+    assert plan_problems(spec, ahead) == []
+    slow = 1.3
+    assert not run_plan(latest, _SlowFirstBatch([spec], slow, which=2)).met
+    assert run_plan(ahead, _SlowFirstBatch([spec], slow, which=2)).met
+
+
+def test_planning_ahead_never_costs_more_nor_finishes_later() -> None:
+    for spec in random_specs(seed=5, count=40):
+        latest = plan_single(spec)
+        ahead = plan_single(spec, ahead=True)
+        assert ahead.feasible == latest.feasible
+        if latest.feasible:
+            assert plan_problems(spec, ahead) == [], spec.describe()
+            assert ahead.cost <= latest.cost * (1 + AHEAD_COST_TOL) + 1e-12
+            assert ahead.completion <= latest.completion + 1e-9

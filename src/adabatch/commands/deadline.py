@@ -45,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="function1",
         help="Function 1 (any cost model, default) or the Sec. 3.2 MILP (linear models)",
     )
+    plan.add_argument(
+        "--ahead",
+        action="store_true",
+        help="of the least-cost plans, the one that completes first (what `deadline run` "
+        "executes); default: the paper's latest-start plan",
+    )
     plan.set_defaults(deadline_run=run_plan)
 
     sim = sub.add_parser(
@@ -118,7 +124,7 @@ def run_plan(args: argparse.Namespace) -> int:
     specs = load_specs(args.spec)
     plans: list[QueryPlan] = []
     for spec in specs:
-        plan = plan_single(spec)
+        plan = plan_single(spec, ahead=args.ahead)
         if args.method == "milp" and plan.feasible:
             plan = plan_milp(spec, max_batches=max(plan.num_batches, 1))
         plans.append(plan)

@@ -39,6 +39,7 @@ import math
 import os
 import platform
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,7 @@ from adabatch.deadline.profile import (
     default_sizes,
     profile_from_json,
     profile_query,
+    refit,
     with_margin,
 )
 from adabatch.deadline.queries import QUERY_NAMES, get_query
@@ -371,6 +373,37 @@ def previous_results(config: BenchConfig) -> dict[str, Any] | None:
     return results
 
 
+class _LogProgress:
+    """The progress bar's calls as one line per step on stderr, for logs and CI (rich
+    draws nothing when stderr is not a terminal, and the bench runs for an hour)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.done = 0
+        self.started = time.monotonic()
+
+    def __enter__(self) -> _LogProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._line("done" if exc[0] is None else f"stopped by {exc[0].__name__}")
+
+    def add_task(self, description: str, total: int) -> int:
+        self.total = total
+        self._line(description)
+        return 0
+
+    def update(self, task: int, description: str) -> None:
+        self._line(description)
+
+    def advance(self, task: int) -> None:
+        self.done += 1
+
+    def _line(self, what: str) -> None:
+        minutes = (time.monotonic() - self.started) / 60
+        print(f"[{self.done}/{self.total} {minutes:5.1f} min] {what}", file=sys.stderr, flush=True)
+
+
 def run_bench_config(config: BenchConfig) -> Path:
     """Run every section of the bench; returns the markdown report's path."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -408,7 +441,7 @@ def run_bench_config(config: BenchConfig) -> Path:
     }
     queries = config.queries
     kept_profiles = {
-        q: profile_from_json(data, f"profile {q!r} in {out / 'results.json'}")
+        q: refit(profile_from_json(data, f"profile {q!r} in {out / 'results.json'}"))
         for q, data in previous.get("profiles", {}).items()
     }
     kept_single = {(r["query"], r["factor"]): r for r in previous.get("single", [])}
@@ -434,12 +467,17 @@ def run_bench_config(config: BenchConfig) -> Path:
         _save(out, results)
 
     spark = get_spark(config.master, "adabatch-deadline-bench", SPARK_CONF)
-    with Progress(
-        TextColumn("[bold]{task.description:<40}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-    ) as bar:
+    progress: Any = (
+        Progress(
+            TextColumn("[bold]{task.description:<40}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+        )
+        if sys.stderr.isatty()
+        else _LogProgress()
+    )
+    with progress as bar:
         task = bar.add_task("deadline bench", total=steps)
 
         # 1. profiles (Fig. 3, 4)
@@ -487,7 +525,7 @@ def run_bench_config(config: BenchConfig) -> Path:
                         cost=with_margin(p.cost, config.margin),
                         agg_cost=agg_with_margin(p.agg_cost, config.margin),
                     )
-                    plan = plan_single(spec)
+                    plan = plan_single(spec, ahead=True)
                     row: dict[str, Any] = {
                         "query": name,
                         "factor": f,

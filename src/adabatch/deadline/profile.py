@@ -23,7 +23,7 @@ import json
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -203,7 +203,7 @@ def fit_models(
     sizes = sorted(by_size)
     medians = [statistics.median(by_size[s]) for s in sizes]
     segments = max(1, min(segments, len(sizes) - 1))
-    fitted = PiecewiseLinearCost.fit(sizes, medians, segments)
+    fitted = PiecewiseLinearCost.fit(sizes, medians, segments, relative=True)
     # Below the smallest measured batch the fit only extrapolates (often to a zero
     # overhead); price smaller batches like the smallest one, the per-batch overhead. A
     # least-squares line through batches of 0.1-4 s may pass below the small batches'
@@ -227,6 +227,13 @@ def fit_models(
     else:
         agg = AggCostModel()
     return cost, agg
+
+
+def refit(profile: Profile, segments: int = 2) -> Profile:
+    """``profile`` with its models fitted again to its own measurements by this code (a
+    resumed bench keeps measurements, not the models an earlier version fitted)."""
+    cost, agg = fit_models(profile.sweep, segments, profile.small)
+    return replace(profile, cost=cost, agg_cost=agg)
 
 
 def profile_query(

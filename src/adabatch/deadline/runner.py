@@ -466,15 +466,16 @@ def run_single(
     lead_s: float = 1.0,
     on_job: Callable[[SparkJob], None] | None = None,
 ) -> QueryRun:
-    """Plan ``spec`` with Function 1 (or run the given ``plan``) and execute it on Spark
-    in real time while the landing data arrives; compare the answer with DuckDB's.
+    """Plan ``spec`` with Function 1, ahead (the least-cost plan that completes first; or
+    run the given ``plan``) and execute it on Spark in real time while the landing data
+    arrives; compare the answer with DuckDB's.
 
     Infeasible specs fail before anything runs, naming the earliest achievable completion.
     """
     workdir = Path(workdir)
     check_spec(manifest, spec)
     if plan is None:
-        plan = plan_single(spec)
+        plan = plan_single(spec, ahead=True)
     if not plan.feasible:
         msg = f"query {spec.id!r} is infeasible before running: {plan.reason}"
         raise AdabatchError(msg)

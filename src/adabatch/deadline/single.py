@@ -87,7 +87,12 @@ def schedule_without_agg_cost(
     return tuple(batches), ""
 
 
-def plan_single(spec: QuerySpec, *, earliest: bool = False) -> QueryPlan:
+AHEAD_COST_TOL = 0.005
+"""``ahead`` plans may cost this much more (relative) than the least-cost plan: with a
+piecewise-linear model another split of the same batches differs in cost by a little."""
+
+
+def plan_single(spec: QuerySpec, *, earliest: bool = False, ahead: bool = False) -> QueryPlan:
     """The least-cost schedule of one query that meets its deadline (Sec. 3.1).
 
     With non-negative slack (eq. 2) one batch starts at ``deadline - minCompCost``
@@ -96,8 +101,16 @@ def plan_single(spec: QuerySpec, *, earliest: bool = False) -> QueryPlan:
     until the aggregation cost of the batches found is at most the one assumed.
     Infeasible specs get ``feasible=False`` and the earliest achievable completion time;
     ``earliest=True`` computes that time for feasible specs too.
+
+    ``ahead=True`` keeps the cost and moves the slack to the end: of the least-cost plans
+    it returns the one that completes first (Function 1 for the earliest deadline whose
+    plan costs no more, within :data:`AHEAD_COST_TOL`). Function 1 makes the batch after
+    the window end as large as the deadline allows, so a batch that runs 20% over its model
+    misses the deadline however early the others ran; on Spark the runner plans ahead.
     """
     plan = _plan(spec)
+    if plan.feasible and ahead:
+        plan = _ahead(spec, plan)
     if not plan.feasible or earliest:
         plan = dataclasses.replace(plan, earliest_completion=earliest_completion(spec))
     if not plan.feasible:
@@ -153,6 +166,29 @@ def _plan(spec: QuerySpec) -> QueryPlan:
                 reason="the final-aggregation cost grows faster than batching saves",
                 **common,
             )
+
+
+def _ahead(spec: QuerySpec, plan: QueryPlan) -> QueryPlan:
+    """Of the plans costing at most ``plan.cost`` (within the tolerance), the one for the
+    earliest deadline (bisection: a later deadline never needs a costlier plan)."""
+
+    def cheap(deadline: float) -> QueryPlan | None:
+        p = _plan(dataclasses.replace(spec, deadline=deadline))
+        return p if p.feasible and p.cost <= plan.cost * (1 + AHEAD_COST_TOL) else None
+
+    lo, hi, best = spec.window_end, spec.deadline, plan
+    if (first := cheap(lo)) is not None:
+        best, hi = first, lo
+    while hi - lo > 1e-12 * max(1.0, abs(hi)):
+        mid = 0.5 * (lo + hi)
+        if (found := cheap(mid)) is not None:
+            best, hi = found, mid
+        else:
+            lo = mid
+    snapped = round(hi, 6)  # plan for 10.5, not 10.4999999990, when that is as cheap
+    if snapped != hi and snapped <= spec.deadline and (found := cheap(snapped)) is not None:
+        best = found
+    return dataclasses.replace(best, deadline=spec.deadline)
 
 
 def _first_k_assuming(agg: AggCostModel, found: float, k: int, total: int) -> int:
