@@ -28,6 +28,21 @@ def test_plan_json_gives_the_papers_batches(capsys: pytest.CaptureFixture[str]) 
         assert p["batches"][-1]["start"] >= 10.0  # the last batch after the window end
 
 
+def test_plan_ahead_completes_first_at_the_same_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    spec = str(EXAMPLES / "tpch-single.yaml")
+    assert main(["deadline", "plan", spec, "--json"]) == 0
+    latest = {p["query"]: p for p in json.loads(capsys.readouterr().out)}
+    assert main(["deadline", "plan", spec, "--json", "--ahead"]) == 0
+    ahead = {p["query"]: p for p in json.loads(capsys.readouterr().out)}
+    assert ahead.keys() == latest.keys()
+    for name, p in ahead.items():
+        assert p["cost"] <= latest[name]["cost"] * 1.005 + 1e-9
+        assert p["completion"] <= latest[name]["completion"] + 1e-9
+        assert p["deadline"] == latest[name]["deadline"]
+    # one batch, planned at the latest start: ahead it starts at the window end instead
+    assert ahead["q6-1.0D"]["completion"] < latest["q6-1.0D"]["completion"]
+
+
 def test_plan_milp_method_agrees(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["deadline", "plan", str(EXAMPLES / "paper-cases.toml"), "--json", "--method", "milp"]
     assert main(args) == 0

@@ -958,9 +958,11 @@ def write_report(results: dict[str, Any], out: Path, docs: Path | None = None) -
         " so measured times are noisy).",
         "- D = measured cost of the whole window in one batch (the 1-batch run of the "
         "profile sweep); deadlines are `window end + f·D`. Function 1 plans with the fitted "
-        f"cost models times a margin of {cfg['margin']:g}; each batch starts as soon as "
-        "its input has landed and the previous batch is done (a plan's starts are latest "
-        "starts), so the slack stays at the end.",
+        f"cost models (relative least squares) times a margin of {cfg['margin']:g}, ahead: "
+        "of the least-cost plans, the one that completes first (`deadline plan --ahead`), "
+        "so a batch after the window end that runs over its model eats slack, not the "
+        "deadline. Each batch starts as soon as its input has landed and the previous "
+        "batch is done.",
         f"- Total bench time {results.get('elapsed_s', math.nan):.0f} s"
         + (
             f" over {results['runs']} runs of the command (continued with `--resume`)"
