@@ -34,6 +34,11 @@ def test_quick_bench_then_resume_runs_only_what_is_missing(tmp_path, capsys) -> 
     lines = (out / "batches.jsonl").read_text().splitlines()
     assert lines[: len(jobs_before)] == jobs_before  # appended to, not rewritten
     assert not [line for line in lines[len(jobs_before) :] if '"section":"profile"' in line]
+    assert {json.loads(line)["run"] for line in lines[: len(jobs_before)]} == {1}
+    progress = (out / "streaming_progress.jsonl").read_text().splitlines()
+    assert progress and {json.loads(line)["run"] for line in progress} == {2}
+    assert second["baseline"][0]["run"] == 2 and second["single"][0]["run"] == 1
+    assert "] warm-up q6" in capsys.readouterr().err  # a new process runs q6 once first
     assert "over 2 runs of the command" in (out / "deadline.md").read_text()
 
     capsys.readouterr()

@@ -313,9 +313,11 @@ def simulate_grid(
 
 
 class _Recorder:
-    """Appends raw records to the bench's JSON-lines files."""
+    """Appends raw records to the bench's JSON-lines files, each tagged with the run of
+    the command that wrote it (``--resume`` appends; a rerun row's jobs stay apart)."""
 
-    def __init__(self, out: Path, *, append: bool = False) -> None:
+    def __init__(self, out: Path, *, append: bool = False, run: int = 1) -> None:
+        self.run = run
         self.batches = out / "batches.jsonl"
         self.progress = out / "streaming_progress.jsonl"
         for path in (self.batches, self.progress):
@@ -324,7 +326,7 @@ class _Recorder:
 
     def job(self, section: str, **tags: Any) -> Callable[[Any], None]:
         def write(job: Any) -> None:
-            line = {"section": section, **tags, **job.to_json()}
+            line = {"run": self.run, "section": section, **tags, **job.to_json()}
             with self.batches.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line, separators=(",", ":")) + "\n")
 
@@ -332,7 +334,7 @@ class _Recorder:
 
     def micro_batch(self, **tags: Any) -> Callable[[dict[str, Any]], None]:
         def write(p: dict[str, Any]) -> None:
-            line = {**tags, **p}
+            line = {"run": self.run, **tags, **p}
             with self.progress.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line, separators=(",", ":")) + "\n")
 
@@ -424,7 +426,8 @@ def run_bench_config(config: BenchConfig) -> Path:
         config.data, scale_factor=config.scale_factor, slots=config.slots, rate=config.rate
     )
     previous = previous_results(config) or {}
-    recorder = _Recorder(out, append=bool(previous))
+    run = int(previous.get("runs", 1 if previous else 0)) + 1
+    recorder = _Recorder(out, append=bool(previous), run=run)
     results: dict[str, Any] = {
         "config": config.to_json(),
         "machine": previous.get("machine")
@@ -435,7 +438,7 @@ def run_bench_config(config: BenchConfig) -> Path:
             "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "load_avg_start": os.getloadavg(),
         },
-        "runs": previous.get("runs", 1 if previous else 0) + 1,
+        "runs": run,
         "data": {
             "scale_factor": manifest.scale_factor,
             "slots": len(manifest.slots),
@@ -545,6 +548,7 @@ def run_bench_config(config: BenchConfig) -> Path:
                     )
                     plan = plan_single(spec, ahead=True)
                     row: dict[str, Any] = {
+                        "run": run,
                         "query": name,
                         "factor": f,
                         "D": d,
@@ -607,7 +611,7 @@ def run_bench_config(config: BenchConfig) -> Path:
                         deadline=manifest.window_end + d,
                         on_batch=recorder.micro_batch(name=name, trigger=trig),
                     )
-                    row = s.to_json()
+                    row = {"run": run, **s.to_json()}
                     row.pop("answer", None)
                     row["D"] = d
                     row["load_avg"] = os.getloadavg()[0]
