@@ -494,6 +494,7 @@ def run_bench_config(config: BenchConfig) -> Path:
         for name in queries:
             if name in kept_profiles:
                 profiles[name] = kept_profiles[name]
+                profiles[name].save(out / "profiles" / f"{name}.json")  # refitted
                 continue
             bar.update(task, description=f"profile {name}")
             profile = profile_query(
