@@ -74,6 +74,10 @@ SPARK_CONF = {
     # command (profile, run, baseline, bench) uses the same settings, so the fitted cost
     # models and the Structured Streaming baseline see the same engine.
     "spark.sql.adaptive.enabled": "false",
+    # Spark's default 1 GiB driver heap (the only JVM in local mode) ran out in the SF 1
+    # bench's Structured Streaming Q3 (stream-stream join state) and took the bench down
+    # with it (2026-11-24). Applies when this conf starts the JVM.
+    "spark.driver.memory": "8g",
 }
 """Real seconds a batch waits for files that are due but not yet renamed into the landing
 directory (the feeder thread may lag a few milliseconds) before it fails."""
