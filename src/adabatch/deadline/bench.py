@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from adabatch.deadline.arrival import TraceArrival
+from adabatch.deadline.baseline import Trigger
 from adabatch.deadline.profile import (
     Profile,
     agg_with_margin,
@@ -454,7 +455,10 @@ def run_bench_config(config: BenchConfig) -> Path:
         for q, data in previous.get("profiles", {}).items()
     }
     kept_single = {(r["query"], r["factor"]): r for r in previous.get("single", [])}
-    kept_baseline = {(r["query"], r["trigger"]): r for r in previous.get("baseline", [])}
+    # rows name the trigger by its label (processing:5s), the config as given (processing:5)
+    kept_baseline = {
+        (r["query"], Trigger.parse(r["trigger"]).label): r for r in previous.get("baseline", [])
+    }
     kept_multi = (
         previous.get("spark_multi")
         if previous.get("config", {}).get("spark_multi") == list(config.spark_multi)
@@ -464,9 +468,18 @@ def run_bench_config(config: BenchConfig) -> Path:
     if "single" not in config.skip:
         steps += sum((q, f) not in kept_single for q in queries for f in config.factors)
     if "baseline" not in config.skip:
-        steps += sum((q, t) not in kept_baseline for q in queries for t in config.triggers)
+        steps += sum(
+            (q, Trigger.parse(t).label) not in kept_baseline
+            for q in queries
+            for t in config.triggers
+        )
     if "multi" not in config.skip:
         steps += 1 + (1 if config.spark_multi and kept_multi is None else 0)
+    # Every kept row is in the results before the first save: a resumed bench stopped
+    # after its profiles once saved a results.json without them (2026-11-24).
+    for key in ("single", "baseline", "simulation", "spark_multi"):
+        if key in previous:
+            results[key] = previous[key]
     started = time.monotonic()
     earlier_s = float(previous.get("elapsed_s") or 0.0)
 
@@ -599,7 +612,7 @@ def run_bench_config(config: BenchConfig) -> Path:
             for name in queries:
                 d = profiles[name].single_batch_cost
                 for trig in config.triggers:
-                    if (name, trig) in kept_baseline:
+                    if (name, Trigger.parse(trig).label) in kept_baseline:
                         continue
                     warm(name)
                     bar.update(task, description=f"streaming {name} {trig}")
@@ -623,9 +636,6 @@ def run_bench_config(config: BenchConfig) -> Path:
                     bar.advance(task)
 
         # 4. multi-query scheduling in simulation (Fig. 7, 8, 10, 11)
-        for key in ("simulation", "spark_multi"):  # kept unless recomputed below
-            if key in previous:
-                results[key] = previous[key]
         if "multi" not in config.skip:
             bar.update(task, description="multi-query simulation")
             # every query profiled so far, this run's and the kept ones
