@@ -11,7 +11,7 @@ from adabatch.cli import main
 pytestmark = pytest.mark.spark
 
 
-def test_quick_bench_then_resume_runs_only_what_is_missing(tmp_path, capsys) -> None:
+def test_quick_bench_then_resume_runs_only_what_is_missing(tmp_path, capsys, monkeypatch) -> None:
     out = tmp_path / "bench"
     base = ["deadline", "bench", "--quick", "--out", str(out), "--queries", "q6"]
     assert main([*base, "--skip", "baseline,multi"]) == 0
@@ -24,22 +24,32 @@ def test_quick_bench_then_resume_runs_only_what_is_missing(tmp_path, capsys) -> 
     jobs_before = (out / "batches.jsonl").read_text().splitlines()
     assert jobs_before
 
+    # a resume stopped before it finished a row still keeps the rows it kept
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr("adabatch.deadline.baseline.run_streaming", stopped)
+        assert main([*base, "--resume"]) == 130  # interrupted
+    stopped_run = json.loads((out / "results.json").read_text())
+    assert stopped_run["single"] == first["single"] and stopped_run["runs"] == 2
+
     assert main([*base, "--resume"]) == 0
     second = json.loads((out / "results.json").read_text())
     assert second["profiles"] == first["profiles"] and second["single"] == first["single"]
     assert [(r["query"], r["trigger"]) for r in second["baseline"]] == [("q6", "default")]
     assert second["baseline"][0]["correct"] is True
-    assert second["simulation"] and second["runs"] == 2
+    assert second["simulation"] and second["runs"] == 3
     assert second["elapsed_s"] > first["elapsed_s"]
     lines = (out / "batches.jsonl").read_text().splitlines()
     assert lines[: len(jobs_before)] == jobs_before  # appended to, not rewritten
     assert not [line for line in lines[len(jobs_before) :] if '"section":"profile"' in line]
     assert {json.loads(line)["run"] for line in lines[: len(jobs_before)]} == {1}
     progress = (out / "streaming_progress.jsonl").read_text().splitlines()
-    assert progress and {json.loads(line)["run"] for line in progress} == {2}
-    assert second["baseline"][0]["run"] == 2 and second["single"][0]["run"] == 1
+    assert progress and {json.loads(line)["run"] for line in progress} == {3}
+    assert second["baseline"][0]["run"] == 3 and second["single"][0]["run"] == 1
     assert "] warm-up q6" in capsys.readouterr().err  # a new process runs q6 once first
-    assert "over 2 runs of the command" in (out / "deadline.md").read_text()
+    assert "over 3 runs of the command" in (out / "deadline.md").read_text()
 
     capsys.readouterr()
     assert main([*base, "--resume", "--margin", "1.5"]) == 2
