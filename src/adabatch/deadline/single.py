@@ -130,7 +130,8 @@ def _plan(spec: QuerySpec) -> QueryPlan:
     slack = spec.deadline - spec.window_end - single  # eq. 2
     common = {"query": spec.id, "deadline": spec.deadline, "single_batch_cost": single}
     if fits(0.0, slack):
-        start = spec.deadline - single  # eq. 3
+        # eq. 3, never before the window end: a slack of -1e-9 still "fits"
+        start = max(spec.deadline - single, spec.window_end)
         batch = Batch(start, total, start + single, single)
         return QueryPlan(
             feasible=True, batches=(batch,), cost=single, completion=batch.end, **common
