@@ -107,6 +107,29 @@ def test_simulate_baseline_and_overrides(capsys: pytest.CaptureFixture[str]) -> 
     assert "normalised" in out
 
 
+def test_simulate_time_trigger(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "slow.yaml"
+    spec.write_text(
+        "queries:\n"
+        "  - {id: a, window_start: 0, window_end: 999, deadline: 1400, rate: 1,\n"
+        "     actual_rate: 'constant:0.8', cost: {kind: linear, per_tuple: 0.1, overhead: 2}}\n",
+        encoding="utf-8",
+    )
+    runs = {}
+    for trigger in ("budget", "always"):
+        args = ["deadline", "simulate", str(spec), "--time-trigger", trigger, "--json"]
+        assert main(args) == 0
+        (result,) = json.loads(capsys.readouterr().out)["results"].values()
+        assert result["time_trigger"] == trigger and result["all_met"]
+        runs[trigger] = result
+    assert runs["budget"]["normalised_cost"] <= 1.5 < runs["always"]["normalised_cost"]
+    assert main(["deadline", "simulate", str(spec)]) == 0
+    assert "min-batch on  time-trigger budget" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["deadline", "simulate", str(spec), "--time-trigger", "never"])
+    assert "invalid choice: 'never'" in capsys.readouterr().err
+
+
 def test_the_installed_entry_point() -> None:
     proc = subprocess.run(
         [

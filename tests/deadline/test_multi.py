@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from adabatch.deadline.arrival import ConstantArrival
 from adabatch.deadline.cost import AggCostModel, LinearCost
 from adabatch.deadline.feasibility import Job, check_feasibility, demand_test, min_batch_jobs
 from adabatch.deadline.multi import (
@@ -133,16 +134,60 @@ def test_baseline_without_min_batch_costs_more() -> None:
 
 def test_slow_input_triggers_batches_by_time() -> None:
     q = linear_query(actual_rate="constant:0.8", deadline=1400.0)
-    result = simulate(Scenario((q,), strategy="edf", rsf=0.5))
+    result = simulate(Scenario((q,), strategy="edf", rsf=0.5, time_trigger="always"))
     (o,) = result.outcomes
     kinds = {r.kind for r in result.runs}
     assert "time" in kinds  # MinBatches were overdue: what had arrived was processed
     assert o.tuples == 1000 and o.met
     last_arrival = q.actual_arrivals.last_arrival  # about 1249 s
     assert o.completion >= last_arrival
+    # each overdue MinBatch is one batch more than planned: past the (1 + rsf) bound
+    assert o.cost > o.min_batch.bound
     fast = simulate(Scenario((linear_query(actual_rate="constant:2"),), strategy="edf"))
     assert "time" not in {r.kind for r in fast.runs}
     assert fast.outcomes[0].met
+
+
+def test_the_budget_time_trigger_keeps_the_cost_bound() -> None:
+    q = linear_query(actual_rate="constant:0.8", deadline=1400.0)
+    result = simulate(Scenario((q,), strategy="edf", rsf=0.5))  # budget is the default
+    (o,) = result.outcomes
+    assert o.met and o.tuples == 1000
+    assert o.cost <= o.min_batch.bound + 1e-9
+    always = simulate(Scenario((q,), strategy="edf", rsf=0.5, time_trigger="always"))
+    assert result.batches < always.batches
+
+
+def test_the_budget_time_trigger_still_fires_when_the_deadline_is_at_risk() -> None:
+    # the last tuple arrives at ~1249 s; a whole MinBatch after it (5.9 s) would end at
+    # ~1254.9, so a deadline of 1253 needs the lagging tuples processed as they come
+    def time_batches(deadline: float) -> tuple[int, bool]:
+        q = linear_query(actual_rate="constant:0.8", deadline=deadline)
+        result = simulate(Scenario((q,), strategy="edf", rsf=0.5))
+        return sum(r.kind == "time" for r in result.runs), result.all_met
+
+    relaxed, relaxed_met = time_batches(1400.0)
+    pressed, pressed_met = time_batches(1253.0)
+    assert relaxed_met and pressed_met
+    assert pressed > relaxed
+
+
+def test_bad_time_trigger() -> None:
+    with pytest.raises(AdabatchError, match="time_trigger = 'never': allowed one of budget"):
+        MultiQueryScheduler("edf", time_trigger="never")
+    with pytest.raises(AdabatchError, match="time_trigger = 'x'"):
+        Scenario((linear_query(),), time_trigger="x")
+
+
+def test_a_last_tuple_too_late_for_its_deadline_is_not_schedulable() -> None:
+    on_time = linear_query(deadline=1110.0)
+    assert check_feasibility([on_time], 0.5).feasible
+    # same expected rate, but the tuples really arrive 20% slower: the last at ~1249 s
+    late = linear_query(deadline=1110.0, actual_rate="constant:0.8")
+    report = check_feasibility([late], 0.5)
+    assert not report.feasible
+    assert report.t1 is not None and report.t1 >= late.actual_arrivals.last_arrival
+    assert not simulate(Scenario((late,), strategy="edf")).all_met
 
 
 def test_unknown_totals_are_estimated() -> None:
@@ -238,6 +283,43 @@ def test_edf_and_llf_meet_every_deadline_when_the_scenario_is_schedulable() -> N
     assert counts["feasible"] >= 15, counts
     assert counts["infeasible"] >= 3, counts
     assert counts["sjf_or_rr_missed"] >= 3, counts
+
+
+def slowed(scenario: Scenario, factor: float, time_trigger: str) -> Scenario:
+    """The scenario with every query's tuples really arriving at ``factor`` times the
+    expected rate (the total unchanged, so the last one arrives late)."""
+    queries = []
+    for q in scenario.queries:
+        a = q.arrivals
+        assert isinstance(a, ConstantArrival)
+        slow = ConstantArrival(a.start, a.rate * factor, a.total)
+        queries.append(dataclasses.replace(q, actual=slow))
+    return dataclasses.replace(scenario, queries=tuple(queries), time_trigger=time_trigger)
+
+
+@pytest.mark.parametrize("factor", [0.99, 0.95])
+def test_slower_rates_keep_deadlines_and_the_cost_bound_under_the_budget_trigger(
+    factor: float,
+) -> None:
+    feasible, over_with_always = 0, 0
+    for seed in range(6):
+        for delta in (1.0, 0.6, 0.4, 0.2, 0.1):
+            base = generate_scenario(
+                6, delta, seed=seed, same_window=seed % 2 == 0, duration=(300.0, 1200.0),
+                per_tuple=(0.005, 0.03), c_max=30.0,
+            )  # fmt: skip
+            result = compare(slowed(base, factor, "budget"), ("edf", "llf"))
+            if not result.feasibility.feasible:
+                continue
+            feasible += 1
+            for strategy, r in result.results.items():
+                assert r.all_met, (seed, delta, strategy, r.missed)
+                assert not any(o.min_batch.capped for o in r.outcomes)
+                assert r.normalised_cost <= 1.5 + 1e-9, (seed, delta, strategy)
+            paper = compare(slowed(base, factor, "always"), ("edf",)).results["edf"]
+            over_with_always += paper.normalised_cost > 1.5 + 1e-9
+    assert feasible >= 5
+    assert over_with_always >= 1  # the paper's rule pays for every overdue MinBatch
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -93,7 +94,7 @@ def test_scheduler_section_and_overrides(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         """
-scheduler: {strategy: edf, rsf: 0.3, c_max: 12, min_batch: true}
+scheduler: {strategy: edf, rsf: 0.3, c_max: 12, min_batch: true, time_trigger: Always}
 queries:
   - {id: a, window_start: 0, window_end: 10, deadline: 30, rate: 2,
      cost: {kind: linear, per_tuple: 0.1, overhead: 1}}
@@ -101,8 +102,9 @@ queries:
     )
     sc = load_scenario(path)
     assert (sc.strategy, sc.rsf, sc.c_max, sc.min_batch) == ("edf", 0.3, 12.0, True)
-    sc = load_scenario(path, strategy="rr", rsf=None, min_batch=False)
-    assert (sc.strategy, sc.rsf, sc.min_batch) == ("rr", 0.3, False)
+    assert sc.time_trigger == "always"
+    sc = load_scenario(path, strategy="rr", rsf=None, min_batch=False, time_trigger="budget")
+    assert (sc.strategy, sc.rsf, sc.min_batch, sc.time_trigger) == ("rr", 0.3, False, "budget")
 
 
 def test_cost_from_a_profile_file_brings_its_aggregation_model(tmp_path: Path) -> None:
@@ -229,6 +231,11 @@ def test_malformed_queries_name_file_query_field_and_value(
         (f"queries:\n  - {GOOD}\n  - {GOOD}\n", "dupe.yaml", ["unique", "'a'"]),
         (f"scheduler: {{strategy: fifo}}\nqueries:\n  - {GOOD}\n", "s.yaml", ["'fifo'", "llf"]),
         (f"scheduler: {{rsf: -1}}\nqueries:\n  - {GOOD}\n", "r.yaml", ["rsf", "-1"]),
+        (
+            f"scheduler: {{time_trigger: never}}\nqueries:\n  - {GOOD}\n",
+            "t.yaml",
+            ["time_trigger", "'never'", "budget, always"],
+        ),
         (f"queries:\n  - {GOOD}\n", "spec.ini", ["'.ini'", ".yaml"]),
     ],
 )
@@ -270,7 +277,7 @@ def test_written_scenarios_load_back_unchanged(tmp_path: Path) -> None:
     from adabatch.deadline.simulate import generate_scenario, simulate
     from adabatch.deadline.spec import write_scenario
 
-    scenario = generate_scenario(4, 0.3, seed=8)
+    scenario = dataclasses.replace(generate_scenario(4, 0.3, seed=8), time_trigger="always")
     for name in ("s.yaml", "s.json"):
         back = load_scenario(write_scenario(scenario, tmp_path / name))
         assert back == scenario

@@ -18,7 +18,13 @@ from adabatch.deadline.milp import plan_milp
 from adabatch.deadline.schedule import QueryPlan
 from adabatch.deadline.simulate import compare, generate_scenario, result_table
 from adabatch.deadline.single import plan_single
-from adabatch.deadline.spec import STRATEGIES, load_scenario, load_specs, write_scenario
+from adabatch.deadline.spec import (
+    STRATEGIES,
+    TIME_TRIGGERS,
+    load_scenario,
+    load_specs,
+    write_scenario,
+)
 from adabatch.errors import AdabatchError
 
 NAME = "deadline"
@@ -78,6 +84,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-min-batch",
         action="store_true",
         help="the plain EDF/LLF baseline: process everything available (Sec. 7.4)",
+    )
+    sim.add_argument(
+        "--time-trigger",
+        choices=TIME_TRIGGERS,
+        default=None,
+        help=(
+            "late MinBatch: process what arrived while within the (1+rsf) cost bound or "
+            "when the deadline is at risk (budget, default) or always (the paper's Sec. 4.4)"
+        ),
     )
     sim.add_argument("--noise", type=float, default=0.0, help="lognormal sigma on every batch cost")
     sim.add_argument("--seed", type=int, default=0, help="seed of the cost noise")
@@ -172,6 +187,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         rsf=args.rsf,
         c_max=args.c_max,
         min_batch=False if args.no_min_batch else None,
+        time_trigger=args.time_trigger,
     )
     strategies = STRATEGIES if args.strategy == "all" else (scenario.strategy,)
     comparison = compare(scenario, strategies, noise=args.noise, seed=args.seed)

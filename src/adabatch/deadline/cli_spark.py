@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from adabatch.deadline.spec import TIME_TRIGGERS
 from adabatch.deadline.tpch import DEFAULT_RATE, DEFAULT_SCALE_FACTOR, DEFAULT_SLOTS
 from adabatch.errors import AdabatchError
 
@@ -100,6 +101,12 @@ def add_subcommands(sub: Any) -> None:
     run.add_argument("--margin", type=float, default=1.25, help="cost model margin for planning")
     run.add_argument("--multi", action="store_true", help="multi-query scheduler (Sec. 4)")
     run.add_argument("--strategy", default=None, help="llf, edf, sjf or rr (with --multi)")
+    run.add_argument(
+        "--time-trigger",
+        choices=TIME_TRIGGERS,
+        default=None,
+        help="budget (default) or always: when a late MinBatch runs on time (with --multi)",
+    )
     run.add_argument("--time-scale", type=float, default=1.0, help="real s per spec second")
     run.add_argument("--no-check", action="store_true", help="skip the DuckDB comparison")
     run.add_argument("--out", default="runs/deadline-run", help="output directory")
@@ -242,7 +249,7 @@ def run_run(args: argparse.Namespace) -> int:
         )
         scenario = Scenario((spec,))
     else:
-        overrides = {"strategy": args.strategy} if args.strategy else {}
+        overrides = {"strategy": args.strategy, "time_trigger": args.time_trigger}
         scenario = load_scenario(args.spec, **overrides)
     spark = _spark(args)
     out = Path(args.out)

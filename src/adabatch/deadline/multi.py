@@ -16,6 +16,13 @@ one batch of the first, non-preemptively. A query's batch is ready when
 - ``last``: all its remaining tuples have arrived (the final, possibly smaller batch);
 - ``time``: the time at which its next MinBatch was expected (from the expected rate)
   has passed but fewer tuples arrived: the available ones are processed (Sec. 4.4).
+  With ``time_trigger="always"`` that is the paper's rule. Every such batch is one more
+  than MinBatchSize planned, so under a slower rate the paper's own costs exceed the
+  ``(1 + δ_RSF)`` bound (its Fig. 10/11 VR3 and VR4). The default ``"budget"`` keeps the
+  bound: it processes the late MinBatch's tuples only while the query's cost so far, this
+  batch and the rest in MinBatches stay within ``(1 + δ_RSF)`` times the single-batch
+  cost, or when the query's laxity has fallen below the longest batch another query
+  could block it with (its deadline is at risk); otherwise it waits for the MinBatch.
 
 After a query's last batch its final aggregation runs at once (when it had more than one
 batch) and the query leaves the list. Queries join at ``added_at`` and may leave at
@@ -37,7 +44,7 @@ from typing import Any
 
 from adabatch.deadline.cost import TIME_EPS, fits
 from adabatch.deadline.executor import BatchRun, Executor
-from adabatch.deadline.spec import STRATEGIES, QuerySpec
+from adabatch.deadline.spec import STRATEGIES, TIME_TRIGGERS, QuerySpec
 from adabatch.errors import AdabatchError
 
 
@@ -217,6 +224,7 @@ class MultiResult:
     min_batch: bool
     outcomes: tuple[QueryOutcome, ...]
     runs: tuple[BatchRun, ...]
+    time_trigger: str = "budget"
 
     @property
     def finished(self) -> tuple[QueryOutcome, ...]:
@@ -255,6 +263,7 @@ class MultiResult:
             "rsf": self.rsf,
             "c_max": None if math.isinf(self.c_max) else self.c_max,
             "min_batch": self.min_batch,
+            "time_trigger": self.time_trigger,
             "all_met": self.all_met,
             "missed": self.missed,
             "total_cost": self.total_cost,
@@ -303,11 +312,15 @@ class MultiQueryScheduler:
     c_max: float = math.inf
     min_batch: bool = True
     poll_s: float = 1.0
+    time_trigger: str = "budget"
     _specs: list[QuerySpec] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         if self.strategy not in ORDERS:
             msg = f"strategy = {self.strategy!r}: allowed one of {', '.join(STRATEGIES)}"
+            raise AdabatchError(msg)
+        if self.time_trigger not in TIME_TRIGGERS:
+            msg = f"time_trigger = {self.time_trigger!r}: allowed one of {', '.join(TIME_TRIGGERS)}"
             raise AdabatchError(msg)
         if not (math.isfinite(self.poll_s) and self.poll_s > 0):
             msg = f"poll_s = {self.poll_s!r}: allowed a finite number of seconds > 0"
@@ -416,7 +429,13 @@ class MultiQueryScheduler:
                 outcomes[state.id] = self._outcome(state, executor.now(), removed=False)
         ordered = tuple(outcomes[s.id] for s in self._specs if s.id in outcomes)
         return MultiResult(
-            self.strategy, self.rsf, self.c_max, self.min_batch, ordered, tuple(runs)
+            self.strategy,
+            self.rsf,
+            self.c_max,
+            self.min_batch,
+            ordered,
+            tuple(runs),
+            time_trigger=self.time_trigger,
         )
 
     # -- helpers -----------------------------------------------------------------------
@@ -427,6 +446,10 @@ class MultiQueryScheduler:
         """Ready batches now, and the times at which more could become ready."""
         ready: list[_Candidate] = []
         wake: list[float] = []
+        blocking = max(
+            (s.spec.cost.cost(s.min_batch.size) for s in active if s.min_batch is not None),
+            default=0.0,
+        )
 
         def arrival(state: QueryState, n: int) -> None:
             t = executor.arrival_time(state.id, n)
@@ -460,11 +483,17 @@ class MultiQueryScheduler:
                 ready.append(_Candidate(state, avail, "last", total))
                 continue
             due = spec.arrivals.input_time(min((state.batches + 1) * size, spec.total))
-            if avail > 0 and now >= due - TIME_EPS:
+            if (
+                avail > 0
+                and now >= due - TIME_EPS
+                and self._time_batch(state, avail, now, blocking)
+            ):
                 ready.append(_Candidate(state, avail, "time", total))
                 continue
             if due > now:
                 wake.append(due)
+            elif avail > 0:  # a late MinBatch the budget holds back: look again at risk
+                wake.append(self._at_risk(state, blocking))
             if spec.total_known:
                 arrival(state, min(state.processed + size, spec.total))
                 if avail == 0 and due <= now:
@@ -474,6 +503,29 @@ class MultiQueryScheduler:
                 if now < spec.window_end:
                     wake.append(spec.window_end)
         return ready, wake
+
+    def _time_batch(self, state: QueryState, avail: int, now: float, blocking: float) -> bool:
+        """May a late MinBatch's ``avail`` tuples run now (module docstring, ``time``)?"""
+        if self.time_trigger == "always":
+            return True
+        spec, mb = state.spec, state.min_batch
+        assert mb is not None
+        left = spec.total - state.processed - avail
+        full, rest = divmod(left, mb.size)
+        projected = (
+            state.cost
+            + spec.cost.cost(avail)
+            + full * spec.cost.cost(mb.size)
+            + (spec.cost.cost(rest) if rest > 0 else 0.0)
+            + spec.agg_cost.cost(state.batches + 1 + full + (1 if rest > 0 else 0))
+        )
+        return fits(projected, mb.bound) or now >= self._at_risk(state, blocking) - TIME_EPS
+
+    @staticmethod
+    def _at_risk(state: QueryState, blocking: float) -> float:
+        """When the query's laxity falls to ``blocking``: from then on a batch of another
+        query could make it miss, so a late MinBatch's tuples run on time."""
+        return state.spec.deadline - state.remaining_cost(state.spec.total) - blocking
 
     def _input_done(self, state: QueryState, executor: Executor) -> bool:
         spec = state.spec

@@ -531,6 +531,7 @@ def run_multi(
         c_max=scenario.c_max,
         min_batch=scenario.min_batch,
         poll_s=scenario.poll_s,
+        time_trigger=scenario.time_trigger,
     )
     scheduler.extend(scenario.queries)
     executor, feeder = _start(

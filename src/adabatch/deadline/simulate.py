@@ -101,6 +101,7 @@ def simulate(
         c_max=scenario.c_max,
         min_batch=scenario.min_batch,
         poll_s=scenario.poll_s,
+        time_trigger=scenario.time_trigger,
     )
     scheduler.extend(scenario.queries)
     return scheduler.run(SimulatedExecutor(scenario.queries, noise=noise, seed=seed))
@@ -223,7 +224,8 @@ def result_table(result: MultiResult) -> list[str]:
     """Plain-text lines: one per query, then the totals."""
     lines = [
         f"strategy {result.strategy}  rsf {result.rsf:g}  c_max {result.c_max:g}  "
-        f"min-batch {'on' if result.min_batch else 'off'}",
+        f"min-batch {'on' if result.min_batch else 'off'}"
+        + (f"  time-trigger {result.time_trigger}" if result.min_batch else ""),
         f"{'query':<12} {'deadline':>10} {'completion':>11} {'met':>4} {'batches':>8} "
         f"{'minbatch':>9} {'cost_s':>9} {'single_s':>9}",
     ]

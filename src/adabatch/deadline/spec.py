@@ -44,6 +44,10 @@ from adabatch.profiles import parse_profile
 STRATEGIES = ("llf", "edf", "sjf", "rr")
 """Multi-query queue orders (Sec. 4.2): least laxity, earliest deadline, shortest job,
 round robin."""
+TIME_TRIGGERS = ("budget", "always")
+"""When a late MinBatch's arrived tuples are processed on time (Sec. 4.4): ``always``, as
+the paper does; ``budget``, only while the query stays within its ``(1 + δ_RSF)`` cost
+bound or its deadline is at risk (see :mod:`adabatch.deadline.multi`)."""
 
 QUERY_FIELDS = (
     "id",
@@ -62,7 +66,7 @@ QUERY_FIELDS = (
     "actual_rate",
     "total_known",
 )
-SCHEDULER_FIELDS = ("strategy", "rsf", "c_max", "min_batch", "poll_s")
+SCHEDULER_FIELDS = ("strategy", "rsf", "c_max", "min_batch", "poll_s", "time_trigger")
 TOP_FIELDS = ("queries", "defaults", "scheduler")
 
 
@@ -184,10 +188,14 @@ class Scenario:
     c_max: float = math.inf
     min_batch: bool = True
     poll_s: float = 1.0
+    time_trigger: str = "budget"
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             msg = f"strategy = {self.strategy!r}: allowed one of {', '.join(STRATEGIES)}"
+            raise AdabatchError(msg)
+        if self.time_trigger not in TIME_TRIGGERS:
+            msg = f"time_trigger = {self.time_trigger!r}: allowed one of {', '.join(TIME_TRIGGERS)}"
             raise AdabatchError(msg)
         if not (math.isfinite(self.rsf) and self.rsf >= 0):
             msg = f"rsf = {self.rsf!r}: allowed a finite number >= 0 (0.5 = 50%)"
@@ -412,6 +420,8 @@ def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
     kwargs: dict[str, Any] = {}
     if "strategy" in settings:
         kwargs["strategy"] = str(settings["strategy"]).lower()
+    if "time_trigger" in settings:
+        kwargs["time_trigger"] = str(settings["time_trigger"]).lower()
     for name in ("rsf", "c_max", "poll_s"):
         if name in settings:
             kwargs[name] = _number(settings[name], name, _Where(p), allow_inf=name == "c_max")
@@ -683,6 +693,7 @@ def write_scenario(scenario: Scenario, path: str | Path) -> Path:
             "c_max": "inf" if math.isinf(scenario.c_max) else scenario.c_max,
             "min_batch": scenario.min_batch,
             "poll_s": scenario.poll_s,
+            "time_trigger": scenario.time_trigger,
         },
         "queries": [query_document(q) for q in scenario.queries],
     }
