@@ -83,6 +83,23 @@ def test_rate_profiles_keep_the_total_and_shift_arrivals() -> None:
     assert late_start.arrived(50.0) < fr.arrived(50.0)
     with pytest.raises(AdabatchError, match="rate profile"):
         bench.stretched_trace(m, "lineitem", 100.0, "VR9")
+    for warp in ("VR3", "VR4"):  # lateness as given, the total kept
+        late = bench.stretched_trace(m, "lineitem", 100.0, warp, late_s=1.5)
+        assert late.last_arrival == pytest.approx(101.5)
+        assert late.total == fr.total
+
+
+def test_vr_lateness_keeps_the_papers_proportion_to_c_max(profiles) -> None:
+    assert bench.paper_lateness("VR3", 30.0) == pytest.approx(20.0)  # the paper's own
+    assert bench.paper_lateness("VR4", 30.0) == pytest.approx(7.0)
+    assert bench.paper_lateness("VR3", 3.0) == pytest.approx(2.0)
+    assert bench.paper_lateness("FR", 3.0) == bench.paper_lateness("VR1", 3.0) == 0.0
+    specs = bench.fitted_specs(
+        _manifest(), profiles, window_s=600.0, delta=0.1, c_max=3.0, actual="VR3"
+    )
+    for s in specs:  # late by 2 s, still before the first deadline (>= window end + C_max)
+        assert s.actual_arrivals.last_arrival == pytest.approx(602.0)
+        assert s.deadline > s.actual_arrivals.last_arrival
 
 
 def test_fitted_specs_use_the_papers_staggered_deadlines(profiles) -> None:
@@ -107,10 +124,18 @@ def test_simulated_grid_covers_the_papers_figures(profiles, tmp_path) -> None:
     assert {r["strategy"] for r in fig7} == {"llf", "edf", "sjf", "rr"}
     assert {r["strategy"] for r in rows if r["figure"] == "fig8"} == {"edf", "llf"}
     assert {r["rate"] for r in rows if r["figure"] == "fig10"} == set(bench.RATE_PROFILES)
-    for r in fig7:
-        if r["strategy"] in ("edf", "llf") and r["schedulable"]:
-            assert r["all_met"]
-            assert r["normalised_cost"] <= 1.5 + 1e-9
+    assert {r["time_trigger"] for r in fig7} == {"budget"}
+    for figure in ("fig10", "fig11"):  # the paper's rule next to the cost-bounded one
+        sub = [r for r in rows if r["figure"] == figure]
+        assert {r["time_trigger"] for r in sub} == {"budget", "always"}
+        assert len(sub) == 2 * len(bench.RATE_PROFILES) * 4
+    late = {r["rate"]: r["late_s"] for r in rows if r["figure"] == "fig10"}
+    assert late["VR3"] == pytest.approx(20 / 30 * 10.0) and late["FR"] == 0.0
+    for r in rows:
+        bounded = r["time_trigger"] == "budget" and r["rsf"] == 0.5 and r["min_batch"]
+        if r["strategy"] in ("edf", "llf") and r["schedulable"] and bounded:
+            assert r["all_met"], r
+            assert r["normalised_cost"] <= 1.5 + 1e-9, r
     # without MinBatchSize every landed file is a batch: more batches, higher cost
     for delta in (1.0, 0.1):
         with_mb = next(r for r in fig7 if r["strategy"] == "edf" and r["delta"] == delta)
@@ -216,8 +241,11 @@ def test_report_renders_tables_and_figures(profiles, tmp_path) -> None:
     assert "infeasible" in text
     assert "| cq1 | default | 30 | 40.00 | 4.71 | 10.20 | 3.92 |" in text
     assert "](deadline-figures/fig6-single-deadlines.png)" in text
+    assert "- δ_RSF 0.5, time trigger budget: EDF/LLF met every deadline in " in text
+    assert "| fig11 | 0.2D | VR3 |" in text
     for name in ("fig3-cost-models", "fig4-cost-vs-batches", "fig5-streaming-vs-batch",
-                 "fig6-single-deadlines", "fig7-simulation", "fig10-simulation"):  # fmt: skip
+                 "fig6-single-deadlines", "fig7-simulation", "fig10-simulation",
+                 "fig10-always-simulation", "fig11-always-simulation"):  # fmt: skip
         png = docs.parent / "deadline-figures" / f"{name}.png"
         assert png.read_bytes()[:4] == b"\x89PNG"
     assert not math.isnan(results["simulation"][0]["normalised_cost"])
