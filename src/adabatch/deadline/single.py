@@ -23,6 +23,7 @@ monotone models it is the paper's heuristic.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from adabatch.deadline.arrival import ArrivalModel
 from adabatch.deadline.cost import TIME_EPS, AggCostModel, CostModel, fits
@@ -171,25 +172,42 @@ def _plan(spec: QuerySpec) -> QueryPlan:
 
 def _ahead(spec: QuerySpec, plan: QueryPlan) -> QueryPlan:
     """Of the plans costing at most ``plan.cost`` (within the tolerance), the one for the
-    earliest deadline (bisection: a later deadline never needs a costlier plan)."""
+    earliest deadline."""
 
-    def cheap(deadline: float) -> QueryPlan | None:
+    def cheap(p: QueryPlan) -> bool:
+        return p.feasible and p.cost <= plan.cost * (1 + AHEAD_COST_TOL)
+
+    _, best = _earliest_deadline(spec, spec.window_end, spec.deadline, cheap)
+    return dataclasses.replace(best or plan, deadline=spec.deadline)
+
+
+def _earliest_deadline(
+    spec: QuerySpec, lo: float, hi: float, accept: Callable[[QueryPlan], bool]
+) -> tuple[float, QueryPlan | None]:
+    """The earliest deadline in ``[lo, hi]`` whose plan ``accept`` takes, with that plan
+    (``None`` when only ``hi``, assumed accepted, is). Bisection: a later deadline never
+    needs a costlier plan. Snapped to 6 decimals when that is accepted too (10.5, not
+    10.4999999990)."""
+
+    def tried(deadline: float) -> QueryPlan | None:
         p = _plan(dataclasses.replace(spec, deadline=deadline))
-        return p if p.feasible and p.cost <= plan.cost * (1 + AHEAD_COST_TOL) else None
+        return p if accept(p) else None
 
-    lo, hi, best = spec.window_end, spec.deadline, plan
-    if (first := cheap(lo)) is not None:
-        best, hi = first, lo
-    while hi - lo > 1e-12 * max(1.0, abs(hi)):
+    if (first := tried(lo)) is not None:
+        return lo, first
+    top, best = hi, None
+    for _ in range(200):
+        if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+            break
         mid = 0.5 * (lo + hi)
-        if (found := cheap(mid)) is not None:
+        if (found := tried(mid)) is not None:
             best, hi = found, mid
         else:
             lo = mid
-    snapped = round(hi, 6)  # plan for 10.5, not 10.4999999990, when that is as cheap
-    if snapped != hi and snapped <= spec.deadline and (found := cheap(snapped)) is not None:
-        best = found
-    return dataclasses.replace(best, deadline=spec.deadline)
+    snapped = round(hi, 6)
+    if snapped != hi and snapped <= top and (found := tried(snapped)) is not None:
+        return snapped, found
+    return hi, best
 
 
 def _first_k_assuming(agg: AggCostModel, found: float, k: int, total: int) -> int:
@@ -215,25 +233,11 @@ def _first_k_assuming(agg: AggCostModel, found: float, k: int, total: int) -> in
 
 
 def earliest_completion(spec: QuerySpec) -> float:
-    """The earliest deadline the planner can meet for ``spec`` (bisection on the
-    deadline; one batch after the window end always works, so this is at most
-    ``window_end + minCompCost``)."""
+    """The earliest deadline the planner can meet for ``spec``; one batch after the window
+    end always works, so this is at most ``window_end + minCompCost``."""
     hi = spec.window_end + spec.cost.cost(spec.total)
-    lo = spec.window_end
-    if _plan(dataclasses.replace(spec, deadline=lo)).feasible:
-        return lo
-    for _ in range(200):
-        if hi - lo <= 1e-12 * max(1.0, abs(hi)):
-            break
-        mid = 0.5 * (lo + hi)
-        if _plan(dataclasses.replace(spec, deadline=mid)).feasible:
-            hi = mid
-        else:
-            lo = mid
-    snapped = round(hi, 6)  # report 10.5, not 10.4999999990, when that is feasible too
-    if snapped != hi and _plan(dataclasses.replace(spec, deadline=snapped)).feasible:
-        return snapped
-    return hi
+    deadline, _ = _earliest_deadline(spec, spec.window_end, hi, lambda p: p.feasible)
+    return deadline
 
 
 def plan_problems(spec: QuerySpec, plan: QueryPlan) -> list[str]:
