@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from adabatch.deadline.cost import TIME_EPS, fits
@@ -510,15 +510,8 @@ class MultiQueryScheduler:
             return True
         spec, mb = state.spec, state.min_batch
         assert mb is not None
-        left = spec.total - state.processed - avail
-        full, rest = divmod(left, mb.size)
-        projected = (
-            state.cost
-            + spec.cost.cost(avail)
-            + full * spec.cost.cost(mb.size)
-            + (spec.cost.cost(rest) if rest > 0 else 0.0)
-            + spec.agg_cost.cost(state.batches + 1 + full + (1 if rest > 0 else 0))
-        )
+        after = replace(state, processed=state.processed + avail, batches=state.batches + 1)
+        projected = state.cost + spec.cost.cost(avail) + after.remaining_cost(spec.total)
         return fits(projected, mb.bound) or now >= self._at_risk(state, blocking) - TIME_EPS
 
     @staticmethod
