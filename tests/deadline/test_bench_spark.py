@@ -20,6 +20,7 @@ def test_quick_bench_then_resume_runs_only_what_is_missing(tmp_path, capsys, mon
     first = json.loads((out / "results.json").read_text())
     assert [(r["query"], r["factor"]) for r in first["single"]] == [("q6", 2.0), ("q6", 1.0)]
     assert all(r["correct"] for r in first["single"] if r["feasible"])
+    assert [r["run"] for r in first["single"]] == [1, 1]  # every row, not only the first
     assert "baseline" not in first and "simulation" not in first
     jobs_before = (out / "batches.jsonl").read_text().splitlines()
     assert jobs_before

@@ -460,6 +460,7 @@ def run_bench_config(config: BenchConfig) -> Path:
     from adabatch.deadline.baseline import run_streaming
     from adabatch.deadline.runner import (
         SPARK_CONF,
+        QueryRun,
         run_in_batches,
         run_multi,
         run_single,
@@ -619,10 +620,11 @@ def run_bench_config(config: BenchConfig) -> Path:
                         "earliest_completion": plan.earliest_completion,
                         "load_avg": os.getloadavg()[0],
                     }
-                    run = None
+                    # not `run`: that is the bench run tagging every row
+                    done: QueryRun | None = None
                     if plan.feasible:
                         try:
-                            run = run_single(
+                            done = run_single(
                                 spark,
                                 manifest,
                                 spec,
@@ -632,16 +634,16 @@ def run_bench_config(config: BenchConfig) -> Path:
                             )
                         except AdabatchError as exc:  # recorded; the bench goes on
                             row.update(met=False, batches=0, cost=None, error=str(exc))
-                    if run is not None:
+                    if done is not None:
                         row.update(
-                            met=run.met,
-                            batches=run.batches,
-                            cost=run.cost,
-                            normalised_cost=run.cost / d,
-                            completion=run.completion,
-                            late_s=max(0.0, (run.completion or math.inf) - deadline),
-                            correct=run.correct,
-                            differences=run.differences,
+                            met=done.met,
+                            batches=done.batches,
+                            cost=done.cost,
+                            normalised_cost=done.cost / d,
+                            completion=done.completion,
+                            late_s=max(0.0, (done.completion or math.inf) - deadline),
+                            correct=done.correct,
+                            differences=done.differences,
                         )
                     elif "error" not in row:
                         row.update(met=False, batches=0, cost=None, normalised_cost=None)
