@@ -25,6 +25,7 @@ import numpy as np
 
 from adabatch.control.base import BatchReport
 from adabatch.errors import AdabatchError
+from adabatch.outputs import OutputDir, append_text, dumps_json, open_output
 
 REQUIRED_SUMMARY_FIELDS = (
     "controller",
@@ -134,7 +135,8 @@ class BatchRecord:
         )
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        """One line of ``metrics.jsonl`` (RFC-valid: a non-finite value becomes null)."""
+        return dumps_json(asdict(self), separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BatchRecord:
@@ -143,22 +145,32 @@ class BatchRecord:
 
 
 class MetricsWriter:
-    """Appends records to ``metrics.jsonl``, one line each, flushed at once (crash-safe)."""
+    """Appends records to ``metrics.jsonl``, one line each, flushed at once (crash-safe).
+
+    The run that owns the directory made it and holds its lock; a symlink at ``path`` is
+    refused rather than followed."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, record: BatchRecord) -> None:
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(record.to_json() + "\n")
+        append_text(self.path, record.to_json() + "\n")
 
 
-def write_jsonl(path: str | Path, records: Iterable[BatchRecord]) -> None:
-    """Write all ``records`` to ``path`` (replacing it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
+def write_jsonl(out: str | Path | OutputDir, records: Iterable[BatchRecord]) -> None:
+    """Write all ``records`` to ``metrics.jsonl`` of ``out`` (an :class:`OutputDir`, or a
+    file path whose directory is opened as one), replacing it by a rename."""
+    if not isinstance(out, OutputDir):
+        path = Path(out)
+        with open_output(path.parent, what="metrics directory") as od:
+            _write_jsonl(od, path.name, records)
+        return
+    _write_jsonl(out, "metrics.jsonl", records)
+
+
+def _write_jsonl(out: OutputDir, name: str, records: Iterable[BatchRecord]) -> None:
+    with out.open_write(name, text=True) as fh:
         for rec in records:
             fh.write(rec.to_json() + "\n")
 
@@ -211,9 +223,20 @@ def overloaded_tail(records: Sequence[BatchRecord], n: int = DIVERGING_QUEUE_BAT
 
 
 def is_stable(records: Sequence[BatchRecord], final_queue_len: int) -> bool:
-    """Whether the batch queue stayed bounded (see ``DIVERGING_SLOPE``)."""
-    if not records:
-        return final_queue_len < DIVERGING_QUEUE_BATCHES
+    """Whether the batch queue stayed bounded (see ``DIVERGING_SLOPE``).
+
+    A run that finished too few batches for a slope is judged on its backlog: with fewer
+    than two finished, any batch left waiting behind one that ran over its interval (or
+    behind none) means the queue grew; and a run that left at least as many batches
+    waiting as it finished (several) processed far less than it cut, whatever the slope
+    of the few it finished."""
+    if final_queue_len >= max(DIVERGING_QUEUE_BATCHES, len(records)):
+        return False
+    if len(records) < 2:
+        if final_queue_len <= 0:
+            return True
+        only = records[0] if records else None
+        return only is not None and only.processing_s <= only.interval_s
     slope = queue_slope(records)
     half = records[len(records) // 2 :]
     median_x = float(np.median([r.interval_s for r in half]))
@@ -301,8 +324,13 @@ def summarize(
     return summary
 
 
-def write_summary(path: str | Path, summary: dict[str, Any]) -> None:
-    """Write ``summary.json`` (NaN written as null)."""
-    clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in summary.items()}
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(clean, indent=2) + "\n", encoding="utf-8")
+def write_summary(out: str | Path | OutputDir, summary: dict[str, Any]) -> None:
+    """Write ``summary.json`` into ``out`` (an :class:`OutputDir`, or a file path whose
+    directory is opened as one): NaN and infinities become null, listed in
+    ``nonfinite_fields``."""
+    if isinstance(out, OutputDir):
+        out.write_summary(summary)
+        return
+    path = Path(out)
+    with open_output(path.parent, what="summary directory") as od:
+        od.write_summary(summary, path.name)

@@ -29,6 +29,12 @@ def plot_timeline(records: Sequence[BatchRecord], path: str | Path, title: str) 
     """Draw the timeline of ``records`` (one point per batch at its cut time) to ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    timeline_figure(records, title).savefig(path)
+    return path
+
+
+def timeline_figure(records: Sequence[BatchRecord], title: str) -> Figure:
+    """The timeline of ``records`` as a figure (see :func:`plot_timeline`)."""
     records = sorted(records, key=lambda r: r.cut_at)
     blocks_vary = len({r.blocks for r in records}) > 1
     fig = Figure(figsize=(10, 6.5 if blocks_vary else 5), dpi=100, layout="constrained")
@@ -40,8 +46,7 @@ def plot_timeline(records: Sequence[BatchRecord], path: str | Path, title: str) 
     fig.suptitle(title)
     if not records:
         ax.text(0.5, 0.5, "no finished batches", ha="center", va="center", transform=ax.transAxes)
-        fig.savefig(path)
-        return path
+        return fig
     t = [r.cut_at for r in records]
     for attr, label, color, style in _SERIES:
         ax.plot(t, [getattr(r, attr) for r in records], style, color=color, lw=1.2, label=label)
@@ -68,5 +73,4 @@ def plot_timeline(records: Sequence[BatchRecord], path: str | Path, title: str) 
         ax_blocks.set_xlabel("stream time (s)")
     else:
         ax.set_xlabel("stream time (s)")
-    fig.savefig(path)
-    return path
+    return fig

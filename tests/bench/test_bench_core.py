@@ -348,3 +348,20 @@ def test_static_vs_adaptive_headline_is_judged_where_the_small_interval_diverged
     assert not headline(group("a", True, True), group("b", False, False)).holds
     # no static interval diverged: nothing shown, the claim fails
     assert not headline(group("a", True, True)).holds
+
+
+def test_results_page_refuses_a_results_dir_it_did_not_make(tmp_path: Path) -> None:
+    result = _result(tmp_path, [outcome("s", "static", 2.0, 80)], (Verdict("ok", True),))
+    docs = tmp_path / "docs"
+    (docs / "results").mkdir(parents=True)
+    (docs / "results" / "notes.md").write_text("the user's\n")
+    with pytest.raises(AdabatchError, match="not created by adabatch"):
+        report.write_results_page([result], docs, command="adabatch bench all", facts={})
+    assert (docs / "results" / "notes.md").read_text() == "the user's\n"
+    assert not (docs / "results.md").exists()
+    (docs / "results" / "notes.md").unlink()
+    (docs / "results").rmdir()
+    report.write_results_page([result], docs, command="adabatch bench all", facts={})
+    report.write_results_page([result], docs, command="adabatch bench all", facts={})  # ours
+    assert (docs / "results" / ".adabatch").is_file()
+    assert (docs / "results" / "tiny" / "summaries.csv").is_file()

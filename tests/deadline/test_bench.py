@@ -230,6 +230,7 @@ def test_report_renders_tables_and_figures(profiles, tmp_path) -> None:
     (tmp_path / "batches.jsonl").write_text('{"section": "single"}\n')
     stale = docs.parent / "deadline-figures" / "old.png"
     stale.parent.mkdir(parents=True)
+    (stale.parent / ".adabatch").write_text("an earlier publish made it\n")
     stale.write_bytes(b"old")
     path = bench.write_report(results, tmp_path, docs)
     assert path == docs

@@ -43,6 +43,7 @@ from adabatch.bench.core import (
     Verdict,
 )
 from adabatch.metrics import BatchRecord
+from adabatch.outputs import save_figure
 from adabatch.sim.calibration import Cell, CellError, Fit, fit, prediction_errors, write_calibration
 from adabatch.sim.run import make_scenario, simulate
 from adabatch.sim.workloads import CostModel, make_workload
@@ -469,8 +470,7 @@ class WorkloadCalibration:
         ax2.set_ylabel("processing time (s)")
         ax2.set_title("measured cells (dots) and the fitted model (lines)", fontsize=10)
         ax2.legend(fontsize="x-small", ncol=2)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path, dpi=110)
         return Figure(
             path,
             f"{self.workload}: calibrated model vs Spark (left: every cell, the band is "

@@ -44,6 +44,7 @@ from adabatch.bench.core import (
     spark_baselines,
 )
 from adabatch.metrics import BatchRecord
+from adabatch.outputs import save_figure
 from adabatch.sim.run import make_scenario, simulate
 
 TOLERANCE = 0.2
@@ -303,7 +304,7 @@ def plot_fig8(
         "Batch interval after a rate step (dotted: converged; shaded: the high rate)",
         fontsize=10,
     )
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return Figure(path, "DyBBS Fig. 8 on Spark: batch interval and rate, convergence marked")
 
 

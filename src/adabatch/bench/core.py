@@ -84,15 +84,16 @@ import importlib.util
 import json
 import math
 import re
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, check_name
 from adabatch.metrics import BatchRecord, read_jsonl
+from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
+from adabatch.urls import redact_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -608,8 +609,8 @@ def prepare_dir(exp_dir: Path, *, force: bool, resume: bool) -> None:
         if not (exp_dir / MARKER).is_file():
             msg = f"--force: {str(exp_dir)!r} was not written by adabatch bench; not deleting"
             raise AdabatchError(msg)
-        shutil.rmtree(exp_dir)
-    exp_dir.mkdir(parents=True, exist_ok=True)
+        remove_tree(exp_dir, inside=exp_dir.parent, what="--force: experiment directory")
+    exp_dir.mkdir(parents=True, exist_ok=True)  # run_experiment writes the marker next
 
 
 def run_experiment(
@@ -638,10 +639,10 @@ def run_experiment(
         "experiment": experiment.name,
         "quick": settings.quick,
         "seed": settings.seed,
-        "master": settings.master,
+        "master": redact_url(settings.master),
         "command": settings.command,
     }
-    (exp_dir / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    write_atomic(exp_dir / MARKER, (dumps_json(marker, indent=2) + "\n").encode())
     for c in configs:  # every input checked before the first run starts
         check_run(c.run_config(exp_dir / c.name, seed=settings.seed, master=settings.master))
     if spark is None:
@@ -695,7 +696,7 @@ def run_experiment(
             "verdicts": [dataclasses.asdict(v) for v in analysis.verdicts],
         }
     )
-    (exp_dir / MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    write_atomic(exp_dir / MARKER, (dumps_json(marker, indent=2) + "\n").encode())
     return result
 
 
@@ -705,8 +706,7 @@ def _warm_up(
     """A short spark-default run of ``first``'s workload and profile, not measured."""
     from adabatch.streaming.run import run_spark
 
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
+    remove_tree(run_dir, inside=run_dir.parent, what="warm-up directory")
     config = dataclasses.replace(
         first,
         name=WARMUP_DIR,
@@ -740,12 +740,12 @@ def _run_one(
         found = _load_outcome(config, run_dir)
         if found is not None:
             return found, True
-        if run_dir.exists():
-            shutil.rmtree(run_dir)  # a half-finished run of ours: start it again
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(
-        json.dumps(config.to_dict(), indent=2, default=str) + "\n", encoding="utf-8"
-    )
+        # a half-finished run of ours: start it again
+        remove_tree(run_dir, inside=ctx.dir, what="run directory")
+    check_name(config.name, "experiment config name")  # it names a directory
+    mark_dir(run_dir, what="run directory")
+    text = json.dumps(config.to_dict(), indent=2, default=str) + "\n"
+    write_atomic(run_dir / "config.json", text.encode("utf-8"))
     cfg = config.run_config(run_dir, seed=ctx.settings.seed, master=ctx.settings.master)
     hook = experiment.hook(config, ctx)
     current = f"[{done + 1}/{total}] {config.name}"

@@ -52,6 +52,7 @@ from adabatch.bench.core import (
     Verdict,
     spark_baselines,
 )
+from adabatch.outputs import save_figure
 from adabatch.profiles import RateProfile, parse_profile
 from adabatch.sim.run import Scenario, simulate
 from adabatch.sim.workloads import CostModel
@@ -417,8 +418,7 @@ def plot_bars(bars: Sequence[tuple[str, dict[str, float], float]], path: Path) -
         ax.set_ylabel("mean batch latency, time-weighted (s)")
         ax.set_title(key, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return Figure(path, "DyBBS Fig. 5 on Spark: latency per approach and scenario")
 
 

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import ScalarFormatter
 
 from adabatch.bench.core import Figure, Outcome
+from adabatch.outputs import save_figure
 
 ROLE_MARKERS = {"static": "o", "adaptive": "*", "spark-default": "s", "trigger": "D"}
 
@@ -67,8 +68,7 @@ def latency_vs_cost(
             labels.append(g)
     if handles:
         ax.legend(handles, labels, fontsize="small", loc="best")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return Figure(path, f"Latency vs cost, one point per configuration: {title}")
 
 
@@ -112,6 +112,5 @@ def queue_timelines(
     axes[0].legend(uniq.values(), uniq.keys(), fontsize="small", loc="upper left")
     axes[-1].set_xlabel("stream time (s)")
     fig.suptitle(title, fontsize=10)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return Figure(path, caption or title)

@@ -36,6 +36,7 @@ from adabatch.bench.core import (
     by_name,
     spark_baselines,
 )
+from adabatch.outputs import save_figure
 from adabatch.profiles import parse_profile
 from adabatch.sim.run import Scenario, simulate
 from adabatch.sim.workloads import CostModel, make_workload
@@ -146,8 +147,7 @@ def plot_grids(grids: Sequence[Grid], path: Path) -> Figure:
         ax.set_title(f"{g.workload} ({g.source})", fontsize=9)
         fig.colorbar(im, ax=ax, label="mean batch latency (s)")
     fig.suptitle("fixed-point: simulated mean latency over rho x r (Fig. 21)", fontsize=10)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return Figure(path, "Simulated mean batch latency of fixed-point over the rho x r grid")
 
 

@@ -58,6 +58,7 @@ from adabatch.bench.core import (
 from adabatch.control.pid import PIDRateEstimator, to_long
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
+from adabatch.outputs import save_figure
 from adabatch.sim import pid_sweep
 from adabatch.sim.run import make_scenario, simulate
 from adabatch.sim.workloads import CostModel
@@ -569,8 +570,7 @@ def plot_batches(
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     axes[-1].set_xlabel("stream time (s)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     return Figure(path, "pid batch sizes on Spark and in the simulator, per case")
 
 

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adabatch.bench.core import Outcome, oracle, ratios, spark_default
+from adabatch.errors import check_name
+from adabatch.outputs import mark_dir, remove_tree, write_atomic
+from adabatch.urls import redact_url
 
 if TYPE_CHECKING:
     from adabatch.bench.core import ExperimentResult
@@ -273,7 +276,7 @@ def section_markdown(result: ExperimentResult, *, link_base: Path | None = None)
     lines = [
         f"## {exp.title} (`{exp.name}`)",
         "",
-        f"Answers: {exp.paper}. Mode: {mode}; seed {s.seed}; master `{s.master}`; "
+        f"Answers: {exp.paper}. Mode: {mode}; seed {s.seed}; master `{redact_url(s.master)}`; "
         f"{len(result.outcomes)} configurations, {total_stream:g} s of stream, "
         f"{result.wall_s / 60:.1f} min wall.",
         "",
@@ -421,12 +424,11 @@ def write_results_page(
     assets = docs_dir / "results"
     page = docs_dir / "results.md"
     docs_dir.mkdir(parents=True, exist_ok=True)
-    if assets.exists():
-        shutil.rmtree(assets)
+    remove_tree(assets, inside=docs_dir, what="results directory")  # only one we made
+    mark_dir(assets, what="results directory")
     sections = []
     for result in results:
-        target = assets / result.experiment.name
-        target.mkdir(parents=True, exist_ok=True)
+        target = mark_dir(assets / check_name(result.experiment.name, "experiment name"))
         copied = []
         for fig in result.analysis.figures:
             dest = target / fig.path.name
@@ -493,8 +495,7 @@ def write_results_page(
         "",
         *sections,
     ]
-    page.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return page
+    return write_atomic(page, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
 def _relocated(result: ExperimentResult, figures: list[Any], csv_path: Path) -> ExperimentResult:

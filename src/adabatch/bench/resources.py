@@ -36,6 +36,7 @@ from adabatch.bench.core import (
     static_sweep,
 )
 from adabatch.bench.load import LoadSchedule, LoadWindow
+from adabatch.outputs import dumps_json, write_atomic
 
 PROFILE = "constant:10000"
 # (duration, load start, load end, warm-up skipped) in stream seconds
@@ -72,7 +73,7 @@ class _RecordedLoad:
             "windows": [w.__dict__ for w in self.schedule.windows],
             "spans": self.schedule.spans(self.last_s),
         }
-        self.path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        write_atomic(self.path, (dumps_json(data, indent=2) + "\n").encode("utf-8"))
 
 
 def load_spans(outcome: Outcome) -> list[tuple[float, float]]:

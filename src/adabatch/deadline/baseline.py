@@ -27,7 +27,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -49,6 +48,7 @@ from adabatch.deadline.queries import (
 )
 from adabatch.deadline.tpch import Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
+from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -184,8 +184,9 @@ def run_streaming(
     qdef = get_query(query)
     trig = trigger if isinstance(trigger, Trigger) else Trigger.parse(trigger)
     workdir = Path(workdir)
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
+    # an earlier run's directory is replaced only if adabatch made it (it carries a marker)
+    remove_tree(workdir, inside=workdir.parent, what="baseline work directory")
+    mark_dir(workdir, what="baseline work directory")
     window = manifest.window_end - manifest.window_start
     if watermark_s is None:
         watermark_s = max(2.0, 5.0 / manifest.rate)
@@ -317,8 +318,7 @@ def run_streaming(
         differences=differences,
         progress=tuple(executed),
     )
-    with (workdir / "progress.jsonl").open("w", encoding="utf-8") as fh:
-        for p in executed:
-            fh.write(json.dumps(p, separators=(",", ":")) + "\n")
-    (workdir / "run.json").write_text(json.dumps(run.to_json(), indent=1) + "\n", encoding="utf-8")
+    lines = "".join(dumps_json(p, separators=(",", ":")) + "\n" for p in executed)
+    write_atomic(workdir / "progress.jsonl", lines.encode("utf-8"))
+    write_atomic(workdir / "run.json", (dumps_json(run.to_json(), indent=1) + "\n").encode())
     return run

@@ -69,6 +69,8 @@ from adabatch.deadline.tpch import (
     prepare,
 )
 from adabatch.errors import AdabatchError
+from adabatch.outputs import dumps_json, mark_dir, remove_tree, save_figure, write_atomic
+from adabatch.urls import redact_url
 
 PAPER_FACTORS = (1.0, 0.8, 0.6, 0.4, 0.2, 0.1)
 """Deadline levels of Fig. 6 and Fig. 7 (fractions of D after the window end)."""
@@ -109,7 +111,7 @@ class BenchConfig:
             "scale_factor": self.scale_factor,
             "slots": self.slots,
             "rate_slots_per_s": self.rate,
-            "master": self.master,
+            "master": redact_url(self.master),
             "queries": list(self.queries),
             "factors": list(self.factors),
             "sizes": None if self.sizes is None else list(self.sizes),
@@ -389,10 +391,8 @@ class _Recorder:
 
 
 def _save(out: Path, results: dict[str, Any]) -> None:
-    path = out / "results.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = dumps_json(results, indent=1, default=str) + "\n"
+    write_atomic(out / "results.json", text.encode("utf-8"))
 
 
 RESUME_KEYS = ("scale_factor", "slots", "rate_slots_per_s", "margin", "sizes", "quick")
@@ -782,9 +782,7 @@ def _save_png(fig: Any, path: Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    return path
+    return save_figure(fig, path)
 
 
 def _c_max_text(cfg: dict[str, Any], sim: Sequence[dict[str, Any]]) -> str:
@@ -1225,8 +1223,7 @@ def write_report(results: dict[str, Any], out: Path, docs: Path | None = None) -
         lines += ["## Figures", ""]
         lines += [f"![{p.stem}](figures/{p.name})" for p in figures]
         lines.append("")
-    report = out / "deadline.md"
-    report.write_text("\n".join(lines), encoding="utf-8")
+    report = write_atomic(out / "deadline.md", "\n".join(lines).encode("utf-8"))
     if docs is not None:
         return _publish(report, figures, out, docs)
     return report
@@ -1241,9 +1238,8 @@ def _publish(report: Path, figures: Sequence[Path], out: Path, docs: Path) -> Pa
     fig_dir = docs.parent / f"{docs.stem}-figures"
     raw_dir = docs.parent / f"{docs.stem}-raw"
     for target in (fig_dir, raw_dir):
-        if target.exists():
-            shutil.rmtree(target)
-        target.mkdir(parents=True)
+        remove_tree(target, inside=docs.parent, what="--docs sibling")  # only one we made
+        mark_dir(target, what="--docs sibling")
     for p in figures:
         shutil.copy2(p, fig_dir / p.name)
     text = report.read_text(encoding="utf-8").replace("](figures/", f"]({fig_dir.name}/")
@@ -1251,5 +1247,4 @@ def _publish(report: Path, figures: Sequence[Path], out: Path, docs: Path) -> Pa
         if (out / name).is_file():
             shutil.copy2(out / name, raw_dir / name)
             text = text.replace(f"`{name}`", f"[`{name}`]({raw_dir.name}/{name})", 1)
-    docs.write_text(text, encoding="utf-8")
-    return docs
+    return write_atomic(docs, text.encode("utf-8"))

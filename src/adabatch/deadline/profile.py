@@ -41,6 +41,7 @@ from adabatch.deadline.queries import get_query
 from adabatch.deadline.runner import QueryRun, SparkJob, run_in_batches, run_slot_batches
 from adabatch.deadline.tpch import Manifest
 from adabatch.errors import AdabatchError
+from adabatch.outputs import write_atomic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -118,8 +119,7 @@ class Profile:
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
-        return path
+        return write_atomic(path, (json.dumps(self.to_json(), indent=1) + "\n").encode("utf-8"))
 
 
 def load_profile(path: str | Path) -> Profile:

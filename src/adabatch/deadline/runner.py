@@ -22,9 +22,7 @@ real seconds and measured job times are divided by it. Every Spark job is append
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -57,6 +55,7 @@ from adabatch.deadline.single import plan_single
 from adabatch.deadline.spec import QuerySpec, Scenario, query_spec
 from adabatch.deadline.tpch import STREAMS, Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
+from adabatch.outputs import append_text, dumps_json, mark_dir, remove_tree, write_atomic
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -202,7 +201,7 @@ class SparkExecutor:
         self.jobs: list[SparkJob] = []
         self._on_job = on_job
         self._metrics = self.workdir / "batches.jsonl"
-        self._metrics.write_text("", encoding="utf-8")
+        write_atomic(self._metrics, b"")
         self._wake = threading.Event()
         self._queries: dict[str, _QueryState] = {}
         for spec in specs:
@@ -210,7 +209,9 @@ class SparkExecutor:
             if spec.id in self._queries:
                 msg = f"query id {spec.id!r} appears twice: allowed unique ids"
                 raise AdabatchError(msg)
-            shutil.rmtree(self._partial_root(spec.id), ignore_errors=True)
+            partials = self._partial_root(spec.id)
+            remove_tree(partials, inside=self.workdir / "partials", what="partials directory")
+            mark_dir(partials, what="partials directory")
             self._queries[spec.id] = _QueryState(spec, qdef)
             static_frames(spark, manifest, qdef)  # loaded now, not in the first batch
         self._schemas: dict[str, StructType] = {
@@ -385,8 +386,7 @@ class SparkExecutor:
             query_id, kind, batch, slots, tuples, requested, start, start + seconds, seconds, real
         )
         self.jobs.append(job)
-        with self._metrics.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(job.to_json(), separators=(",", ":")) + "\n")
+        append_text(self._metrics, dumps_json(job.to_json(), separators=(",", ":")) + "\n")
         if self._on_job is not None:
             self._on_job(job)
 
@@ -505,7 +505,7 @@ def run_single(
         jobs=tuple(executor.jobs),
         plan=plan,
     )
-    (workdir / "run.json").write_text(json.dumps(run.to_json(), indent=1) + "\n", encoding="utf-8")
+    write_atomic(workdir / "run.json", (dumps_json(run.to_json(), indent=1) + "\n").encode())
     return run
 
 
@@ -566,7 +566,7 @@ def run_multi(
             )
         )
     payload = {"result": result.to_json(), "queries": [r.to_json() for r in runs]}
-    (workdir / "run.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    write_atomic(workdir / "run.json", (dumps_json(payload, indent=1) + "\n").encode())
     return result, runs
 
 

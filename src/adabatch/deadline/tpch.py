@@ -43,6 +43,7 @@ from typing import Any
 
 from adabatch.deadline.arrival import TraceArrival
 from adabatch.errors import AdabatchError
+from adabatch.outputs import mark_dir, remove_tree, write_atomic
 
 STREAMS = ("orders", "lineitem")
 """Tables that arrive as a stream of landing files."""
@@ -111,7 +112,7 @@ def generate_tables(scale_factor: float, tables_dir: str | Path) -> Path:
         first = (proc.stderr or proc.stdout).strip().splitlines()
         msg = f"tpchgen-cli failed at scale factor {sf:g}: {first[0] if first else '?'}"
         raise AdabatchError(msg)
-    stamp.write_text(json.dumps({"scale_factor": sf}) + "\n", encoding="utf-8")
+    write_atomic(stamp, (json.dumps({"scale_factor": sf}) + "\n").encode("utf-8"))
     return out
 
 
@@ -219,10 +220,7 @@ class Manifest:
 
     def save(self) -> Path:
         path = self.root / MANIFEST_NAME
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_atomic(path, (json.dumps(self.to_json(), indent=1) + "\n").encode("utf-8"))
 
 
 def _check_stream(stream: str) -> None:
@@ -317,8 +315,9 @@ def build_landing(
         raise AdabatchError(msg)
     staging = root / "staging"
     landing = root / "landing"
-    for d in (staging, landing):
-        shutil.rmtree(d, ignore_errors=True)
+    for d in (staging, landing):  # only directories an earlier build made (marked)
+        remove_tree(d, inside=root, what="TPC-H data directory")
+        mark_dir(d, what="TPC-H data directory")
     for stream in STREAMS:
         (staging / stream).mkdir(parents=True)
         (landing / stream).mkdir(parents=True)

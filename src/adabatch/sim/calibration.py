@@ -48,6 +48,7 @@ from scipy.optimize import least_squares
 
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
+from adabatch.outputs import write_atomic
 from adabatch.sim.workloads import WORKLOADS, CostModel, make_workload
 
 # The terms each workload's fit moves (the rest keep their defaults or known values).
@@ -310,11 +311,8 @@ def write_calibration(path: str | Path, result: Fit, meta: Mapping[str, Any] | N
     """Write the calibration JSON (see :func:`calibration_dict`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps(calibration_dict(result, meta), indent=2, default=_json_default) + "\n",
-        encoding="utf-8",
-    )
-    return path
+    text = json.dumps(calibration_dict(result, meta), indent=2, default=_json_default) + "\n"
+    return write_atomic(path, text.encode("utf-8"))
 
 
 def _json_default(value: Any) -> Any:

@@ -3,14 +3,14 @@
 A :class:`Scenario` is everything but the controller (workload cost model, rate profile,
 duration, seed, resources); :func:`simulate` runs a controller on it and summarises with
 :func:`adabatch.metrics.summarize`; :func:`write_run` writes ``metrics.jsonl``,
-``summary.json`` and ``timeline.png``; :func:`sweep_static` runs the ``static`` controller
-over a grid of intervals (and blocks) and picks the best stable one, the papers' oracle
-(fixed-point §5.2: "the minimum latency achieved with any statically defined interval").
+``timeline.png``, ``sweep.json`` (with a sweep) and ``summary.json`` last;
+:func:`sweep_static` runs the ``static`` controller over a grid of intervals (and blocks)
+and picks the best stable one, the papers' oracle (fixed-point §5.2: "the minimum latency
+achieved with any statically defined interval").
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,11 +21,12 @@ import numpy as np
 
 from adabatch.control import registry
 from adabatch.control.base import Controller
-from adabatch.errors import AdabatchError
-from adabatch.metrics import BatchRecord, summarize, write_jsonl, write_summary
-from adabatch.plots import plot_timeline
-from adabatch.profiles import RateProfile, parse_duration, parse_profile
-from adabatch.sim.engine import run_simulation
+from adabatch.errors import AdabatchError, shown
+from adabatch.metrics import BatchRecord, summarize, write_jsonl
+from adabatch.outputs import OutputDir, open_output
+from adabatch.plots import timeline_figure
+from adabatch.profiles import RateProfile, check_span, parse_duration, parse_profile
+from adabatch.sim.engine import ProgressFn, check_batches, run_simulation
 from adabatch.sim.workloads import CostModel, Resources, make_workload, parse_resources
 
 
@@ -48,6 +49,7 @@ class Scenario:
         if not 0 <= self.skip_s < self.duration_s:
             msg = f"warm-up {self.skip_s!r} must be >= 0 and shorter than the duration"
             raise AdabatchError(msg)
+        check_span(self.profile, self.duration_s)
 
 
 def make_scenario(
@@ -74,7 +76,7 @@ def make_scenario(
         overrides["cores"] = cores
     duration_s = parse_duration(duration)
     if duration_s <= 0:
-        msg = f"duration {duration!r} must be > 0"
+        msg = f"duration {shown(duration)} must be > 0"
         raise AdabatchError(msg)
     return Scenario(
         model=make_workload(workload, overrides, calibration),
@@ -104,8 +106,11 @@ def simulate(
     scenario: Scenario,
     controller: str | Controller,
     params: Mapping[str, Any] | None = None,
+    *,
+    on_progress: ProgressFn | None = None,
 ) -> SimResult:
-    """Run ``controller`` (a registry name with ``params``, or an instance) on ``scenario``.
+    """Run ``controller`` (a registry name with ``params``, or an instance) on ``scenario``;
+    ``on_progress`` is handed to :func:`~adabatch.sim.engine.run_simulation`.
 
     Examples
     --------
@@ -129,6 +134,7 @@ def simulate(
         seed=scenario.seed,
         resources=scenario.resources,
         poisson=scenario.poisson,
+        on_progress=on_progress,
     )
     extra: dict[str, Any] = {
         "mode": "simulated",
@@ -158,18 +164,36 @@ def simulate(
     return SimResult(out.records, summary)
 
 
-def write_run(out_dir: str | Path, result: SimResult, title: str | None = None) -> dict[str, Path]:
-    """Write ``metrics.jsonl``, ``summary.json`` and ``timeline.png`` into ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+RUN_FILES = ("metrics.jsonl", "timeline.png", "sweep.json", "summary.json")
+"""The files of a simulated run; a rerun removes all of them first (a stale sweep too)."""
+
+
+def write_run(
+    out_dir: str | Path | OutputDir,
+    result: SimResult,
+    title: str | None = None,
+    *,
+    sweep: StaticSweep | None = None,
+) -> dict[str, Path]:
+    """Write ``metrics.jsonl``, ``timeline.png``, ``sweep.json`` (with ``sweep``) and
+    ``summary.json`` last into ``out_dir``, replacing an earlier run's files (see
+    :mod:`adabatch.outputs`: until the summary is written, ``INCOMPLETE`` says so)."""
+    if not isinstance(out_dir, OutputDir):
+        with open_output(out_dir, replaces=RUN_FILES) as out:
+            return write_run(out, result, title, sweep=sweep)
+    out = out_dir
+    out.begin(RUN_FILES)
+    write_jsonl(out, result.records)
     paths = {
-        "metrics": out / "metrics.jsonl",
-        "summary": out / "summary.json",
-        "timeline": out / "timeline.png",
+        "metrics": out.path("metrics.jsonl"),
+        "timeline": out.savefig(
+            timeline_figure(result.records, title or result.title), "timeline.png"
+        ),
     }
-    write_jsonl(paths["metrics"], result.records)
-    write_summary(paths["summary"], result.summary)
-    plot_timeline(result.records, paths["timeline"], title or result.title)
+    if sweep is not None:
+        paths["sweep"] = write_sweep(out, sweep)
+    paths["summary"] = out.write_summary(result.summary)
+    out.complete()
     return paths
 
 
@@ -189,31 +213,74 @@ class StaticSweep:
         return float(summary[self.metric]) / float(self.best[self.metric])
 
 
+# Most settings one static sweep may simulate (intervals x blocks).
+MAX_GRID = 1000
+
+
+def _too_many(what: str, text: str, count: float) -> AdabatchError:
+    counted = f"{count:.4g}" if math.isfinite(count) else "uncountably many"
+    return AdabatchError(
+        f"--{what} {shown(text)} has {counted} values: allowed at most {MAX_GRID} "
+        "(a larger STEP or a shorter list)"
+    )
+
+
 def parse_grid(text: str, what: str = "intervals") -> list[float]:
-    """``"0.5:5:0.25"`` (start:stop:step, stop included) or ``"0.5,1,2"`` -> seconds."""
+    """``"0.5:5:0.25"`` (start:stop:step, stop included) or ``"0.5,1,2"`` -> seconds; at
+    most ``MAX_GRID`` values, counted before any is built."""
     text = str(text).strip()
-    try:
-        if ":" in text:
-            parts = [parse_duration(p) for p in text.split(":")]
-            if len(parts) != 3:
-                raise ValueError
-            start, stop, step = parts
-            if step <= 0 or stop < start:
-                raise ValueError
-            count = math.floor((stop - start) / step + 1e-9) + 1
-            values = [round(start + i * step, 9) for i in range(count)]
-        else:
-            values = [parse_duration(p) for p in text.split(",")]
-    except (AdabatchError, ValueError):
+    values = _grid_values(text, what)
+    if values is None:
         msg = (
-            f"--{what} {text!r} is malformed: expected START:STOP:STEP with STOP >= START "
+            f"--{what} {shown(text)} is malformed: expected START:STOP:STEP with STOP >= START "
             "and STEP > 0, or a comma-separated list"
         )
-        raise AdabatchError(msg) from None
+        raise AdabatchError(msg)
     if any(v <= 0 for v in values):
-        msg = f"--{what} {text!r}: every value must be > 0"
+        msg = f"--{what} {shown(text)}: every value must be > 0"
         raise AdabatchError(msg)
     return values
+
+
+def _grid_values(text: str, what: str) -> list[float] | None:
+    """The values of a grid, ``None`` if it is malformed; too many is an error."""
+    if ":" not in text:
+        if text.count(",") >= MAX_GRID:
+            raise _too_many(what, text, text.count(",") + 1)
+        try:
+            return [parse_duration(p) for p in text.split(",")]
+        except AdabatchError:
+            return None
+    try:
+        start, stop, step = (parse_duration(p) for p in text.split(":"))
+    except (AdabatchError, ValueError):  # not three durations
+        return None
+    if not (step > 0 and stop >= start):
+        return None
+    span = (stop - start) / step  # inf for a denormal step: only compared
+    if span + 1 > MAX_GRID:
+        raise _too_many(what, text, span + 1)
+    count = math.floor(span + 1e-9) + 1
+    return [round(start + i * step, 9) for i in range(count)]
+
+
+def check_sweep(scenario: Scenario, intervals: Sequence[float], blocks: Sequence[int]) -> None:
+    """Refuse a static sweep before it runs: empty or more than ``MAX_GRID`` settings, a
+    setting ``static`` does not allow, or a smallest interval that cuts too many batches."""
+    if not intervals or not blocks:
+        msg = "sweep_static needs at least one interval and one blocks value"
+        raise AdabatchError(msg)
+    if len(intervals) * len(blocks) > MAX_GRID:
+        msg = (
+            f"static sweep of {len(intervals)} intervals x {len(blocks)} blocks: allowed at "
+            f"most {MAX_GRID} settings"
+        )
+        raise AdabatchError(msg)
+    static = registry.controller_class("static")
+    for k in sorted(set(blocks)):
+        static.validate({"interval": min(intervals), "blocks": k})
+    static.validate({"interval": max(intervals)})
+    check_batches(scenario.duration_s, min(intervals))
 
 
 def sweep_static(
@@ -222,16 +289,17 @@ def sweep_static(
     blocks: Sequence[int] = (2,),
     *,
     metric: str = "mean_latency_s",
+    on_progress: ProgressFn | None = None,
 ) -> StaticSweep:
     """Run ``static`` for every interval and blocks on ``scenario``; the oracle is the
     stable setting with the lowest ``metric`` (batch latency by default, as the papers)."""
-    if not intervals or not blocks:
-        msg = "sweep_static needs at least one interval and one blocks value"
-        raise AdabatchError(msg)
+    check_sweep(scenario, intervals, blocks)
     rows = []
     for k in blocks:
         for x in intervals:
-            summary = simulate(scenario, "static", {"interval": x, "blocks": k}).summary
+            summary = simulate(
+                scenario, "static", {"interval": x, "blocks": k}, on_progress=on_progress
+            ).summary
             rows.append({"interval_s": float(x), "blocks": int(k), **summary})
     if metric not in rows[0]:
         msg = f"sweep metric {metric!r} is not a summary field"
@@ -241,8 +309,9 @@ def sweep_static(
     return StaticSweep(tuple(rows), best, metric)
 
 
-def write_sweep(path: str | Path, sweep: StaticSweep) -> None:
-    """Write the oracle table as JSON (rows without the nested model parameters)."""
+def write_sweep(path: str | Path | OutputDir, sweep: StaticSweep) -> Path:
+    """Write the oracle table as JSON (rows without the nested model parameters) to
+    ``path``, or to ``sweep.json`` of an :class:`OutputDir`; NaN becomes null."""
     skip = {"model", "controller_params"}
     rows = [{k: v for k, v in r.items() if k not in skip} for r in sweep.rows]
     best = (
@@ -251,10 +320,9 @@ def write_sweep(path: str | Path, sweep: StaticSweep) -> None:
         else {"interval_s": sweep.best["interval_s"], "blocks": sweep.best["blocks"]}
     )
     data = {"metric": sweep.metric, "best": best, "rows": rows}
-
-    def clean(v: Any) -> Any:
-        return None if isinstance(v, float) and math.isnan(v) else v
-
-    data["rows"] = [{k: clean(v) for k, v in r.items()} for r in rows]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if isinstance(path, OutputDir):
+        return path.write_json("sweep.json", data, indent=2)
+    target = Path(path)
+    with open_output(target.parent, what="sweep directory") as out:
+        out.write_json(target.name, data, indent=2)
+    return target

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
+from adabatch.outputs import OutputDir, open_output, save_figure
 from adabatch.streaming.run import (
     SPARK_CONF,
     Progress,
@@ -29,6 +30,9 @@ from adabatch.streaming.run import (
     check_run,
     run_spark,
 )
+from adabatch.urls import redact_url
+
+COMPARE_FILES = ("comparison.png", "compare.json")
 
 COLUMNS = (
     ("mean_latency_s", "latency x+q+p (s)"),
@@ -118,8 +122,11 @@ def tabulate(names: Sequence[str], summaries: Sequence[dict[str, Any]]) -> Compa
     return Comparison(tuple(names), tuple(summaries), names[best], tuple(ratios))
 
 
-def plot_comparison(runs: Mapping[str, Sequence[BatchRecord]], path: Path, title: str) -> Path:
-    """Every run's batch latency (top) and processing time (bottom) over stream time."""
+def plot_comparison(
+    runs: Mapping[str, Sequence[BatchRecord]], path: Path | tuple[OutputDir, str], title: str
+) -> Path:
+    """Every run's batch latency (top) and processing time (bottom) over stream time, to a
+    path or to a name in an :class:`OutputDir`."""
     fig = Figure(figsize=(10, 6.5), layout="constrained")
     FigureCanvasAgg(fig)
     top, bottom = fig.subplots(2, 1, sharex=True)
@@ -135,9 +142,7 @@ def plot_comparison(runs: Mapping[str, Sequence[BatchRecord]], path: Path, title
     top.legend(loc="upper left", fontsize="small")
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
+    return save_figure(fig, path, dpi=110)
 
 
 def compare_spark(
@@ -162,21 +167,27 @@ def compare_spark(
     }
     for cfg in configs.values():
         check_run(cfg)  # every run's input is checked before the first starts
-    spark = get_spark(base.master, conf=SPARK_CONF)
-    results: dict[str, RunResult] = {}
-    for name, cfg in configs.items():
-        callback = None if on_progress is None else (lambda p, n=name: on_progress(n, p))
-        results[name] = run_spark(cfg, spark=spark, on_progress=callback)
-        if results[name].interrupted:
-            break
-    done = list(results)
-    table = tabulate(done, [results[n].summary for n in done])
-    out = Path(base.out_dir)
-    paths = {"compare": out / "compare.json", "plot": out / "comparison.png"}
-    paths["compare"].write_text(
-        json.dumps({"best": table.best, "rows": table.rows()}, indent=2, default=str) + "\n",
-        encoding="utf-8",
-    )
-    title = f"{base.workload} under {base.profile} (Spark {base.master}, seed {base.seed})"
-    plot_comparison({n: results[n].records for n in done}, paths["plot"], title)
+    with open_output(base.out_dir, replaces=COMPARE_FILES) as od:
+        spark = get_spark(base.master, conf=SPARK_CONF)
+        od.begin()
+        results: dict[str, RunResult] = {}
+        for name, cfg in configs.items():
+            callback = None if on_progress is None else (lambda p, n=name: on_progress(n, p))
+            results[name] = run_spark(cfg, spark=spark, on_progress=callback)
+            if results[name].interrupted:
+                break
+        done = list(results)
+        table = tabulate(done, [results[n].summary for n in done])
+        where = f"Spark {redact_url(base.master)}, seed {base.seed}"
+        title = f"{base.workload} under {base.profile} ({where})"
+        paths = {
+            "plot": plot_comparison(
+                {n: results[n].records for n in done}, (od, "comparison.png"), title
+            )
+        }
+        rows = json.loads(json.dumps(table.rows(), default=str))
+        paths["compare"] = od.write_json(
+            "compare.json", {"best": table.best, "rows": rows}, indent=2
+        )
+        od.complete()
     return table, results, paths

@@ -10,12 +10,12 @@ query with other options (source, profile, controller, parameters, queue) is ref
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from adabatch.errors import AdabatchError
+from adabatch.outputs import dumps_json, write_atomic
 
 STATE_VERSION = 1
 
@@ -40,9 +40,7 @@ def save_state(path: str | Path, data: dict[str, Any]) -> None:
     """Replace the state file atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({**data, "version": STATE_VERSION}), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, dumps_json({**data, "version": STATE_VERSION}).encode("utf-8"))
 
 
 def check_same_query(path: str | Path, saved: dict[str, Any], fingerprint: dict[str, Any]) -> None:
