@@ -53,7 +53,28 @@ def test_a_few_long_overloaded_batches_are_unstable() -> None:
     assert [r.queue_delay_s for r in few] == pytest.approx([0.0, 15.0, 30.0])
     assert not is_stable(few, final_queue_len=5)
     assert is_stable(run(10.0, 6.0, 3), final_queue_len=0)
-    assert is_stable(run(10.0, 25.0, 1), final_queue_len=1)  # one batch tells nothing
+    # one batch that ran over its interval with another waiting: the queue grows
+    assert not is_stable(run(10.0, 25.0, 1), final_queue_len=1)
+    assert is_stable(run(10.0, 6.0, 1), final_queue_len=0)
+
+
+def test_too_few_finished_batches_cannot_be_called_stable() -> None:
+    """Fewer than two finished batches give no slope: the backlog decides. A run that
+    left as many batches waiting as it finished processed far less than it cut."""
+    assert not is_stable([], final_queue_len=1)
+    assert is_stable([], final_queue_len=0)
+    assert not is_stable(run(1.0, 0.5, 1), final_queue_len=59)  # 1 of 60 processed
+    assert not is_stable(run(1.0, 0.9, 10), final_queue_len=10)  # flat delays, big backlog
+    assert is_stable(run(1.0, 0.9, 10), final_queue_len=1)
+    s = summarize(
+        run(1.0, 50.0, 1),
+        controller="static",
+        workload="reduce",
+        profile="constant:1e8",
+        duration_s=60.0,
+        final_queue_len=59,
+    )
+    assert s["stable"] is False
 
 
 def test_a_stopped_run_whose_last_batches_all_ran_over_is_unstable() -> None:

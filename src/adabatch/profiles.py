@@ -31,6 +31,10 @@ Grammar (durations accept ``90``, ``90s``, ``500ms``, ``1.5m``, ``2h``; rates ar
     ``step`` (default) holds each row's rate until the next row (piecewise constant);
     ``linear`` interpolates linearly between rows. After the last row the last rate holds.
 
+Rates are at most ``MAX_RATE_RPS``; periods, dwell times, burst lengths and change
+times lie between ``MIN_PERIOD_S`` (1 ms) and ``MAX_PROFILE_S``, so every profile's
+arithmetic stays finite and a generated profile makes a bounded number of rate changes.
+
 All profiles except ``sine`` are piecewise linear in the rate, so ``cumulative`` is a
 piecewise quadratic evaluated in O(log segments) and inverted in closed form; ``sine`` has
 a closed-form ``cumulative`` and a safeguarded Newton inverse within one period.
@@ -42,19 +46,33 @@ import bisect
 import csv
 import itertools
 import math
+import os
 import re
+import stat
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
 
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, shown
 
 GRAMMAR = (
     "constant:R | step:R1:R2:AT | steps:R1@0,R2@T2,... | sine:MIN:MAX:PERIOD | "
     "markov:R1,R2,...:DWELL[:SEED] | bursts:BASE:PEAK:EVERY:LENGTH | "
     "trace:PATH[:step|:linear]"
 )
+
+# Bounds that keep a profile's arithmetic finite and its generated segments few: a rate
+# above MAX_RATE_RPS or a time above MAX_PROFILE_S overflows the cumulative count or
+# underflows a sine's frequency; a period, dwell or burst below MIN_PERIOD_S makes a
+# Markov chain or a burst train generate segments without end.
+MAX_RATE_RPS = 1e10
+MAX_PROFILE_S = 1e9
+MIN_PERIOD_S = 1e-3
+# Most rate changes a generated profile (markov, bursts) may make in one run.
+MAX_SEGMENTS = 1_000_000
+# Largest trace file read (a trace of a day at one row per 10 ms fits).
+MAX_TRACE_BYTES = 64 * 1024 * 1024
 
 _DURATION_RE = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {None: 1.0, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -74,13 +92,13 @@ def parse_duration(text: str | float | int) -> float:
         match = _DURATION_RE.match(str(text))
         if match is None:
             msg = (
-                f"duration {text!r} is not a number with an optional unit: "
+                f"duration {shown(text)} is not a number with an optional unit: "
                 "allowed e.g. 90, 90s, 500ms, 1.5m, 2h"
             )
             raise AdabatchError(msg)
         value = float(match.group(1)) * _UNIT_S[match.group(2)]
     if not math.isfinite(value) or value < 0:
-        msg = f"duration {text!r} must be a finite number of seconds >= 0"
+        msg = f"duration {shown(text)} must be a finite number of seconds >= 0"
         raise AdabatchError(msg)
     return value
 
@@ -317,35 +335,65 @@ def _number(text: str, what: str, spec: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        msg = f"profile {spec!r}: {what} {text!r} is not a number; grammar: {GRAMMAR}"
+        msg = f"profile {shown(spec)}: {what} {shown(text)} is not a number; grammar: {GRAMMAR}"
         raise AdabatchError(msg) from None
-    if not math.isfinite(value) or value < 0:
-        msg = f"profile {spec!r}: {what} {text!r} must be a finite rate >= 0"
+    if not (0 <= value <= MAX_RATE_RPS):
+        msg = (
+            f"profile {shown(spec)}: {what} {shown(text)} is not allowed: allowed a rate "
+            f"from 0 to {MAX_RATE_RPS:g} records/s"
+        )
         raise AdabatchError(msg)
     return value
 
 
-def _duration(text: str, what: str, spec: str, *, positive: bool = True) -> float:
+def _duration(
+    text: str, what: str, spec: str, *, positive: bool = True, least: float = MIN_PERIOD_S
+) -> float:
+    """A profile time in seconds: at most ``MAX_PROFILE_S``, and at least ``least`` when
+    ``positive`` (else >= 0)."""
     try:
         value = parse_duration(text)
     except AdabatchError:
-        msg = f"profile {spec!r}: {what} {text!r} is not a duration (e.g. 90, 90s, 1.5m, 2h)"
+        msg = (
+            f"profile {shown(spec)}: {what} {shown(text)} is not a duration "
+            "(e.g. 90, 90s, 1.5m, 2h)"
+        )
         raise AdabatchError(msg) from None
-    if positive and value <= 0:
-        msg = f"profile {spec!r}: {what} {text!r} must be > 0"
+    low = least if positive else 0.0
+    if not (low <= value <= MAX_PROFILE_S):
+        msg = (
+            f"profile {shown(spec)}: {what} {shown(text)} is not allowed: allowed "
+            f"{low * 1000:g} ms to {MAX_PROFILE_S:g} s"
+        )
         raise AdabatchError(msg)
     return value
 
 
 def _need_positive(spec: str, rates: list[float]) -> None:
     if max(rates) <= 0:
-        msg = f"profile {spec!r}: at least one rate must be > 0"
+        msg = f"profile {shown(spec)}: at least one rate must be > 0"
         raise AdabatchError(msg)
 
 
 def _arity(spec: str, parts: list[str], allowed: tuple[int, ...], form: str) -> None:
     if len(parts) not in allowed:
-        msg = f"profile {spec!r} is malformed: expected {form}"
+        msg = f"profile {shown(spec)} is malformed: expected {form}"
+        raise AdabatchError(msg)
+
+
+def check_span(profile: RateProfile, duration_s: float) -> None:
+    """Refuse a generated profile (``markov``, ``bursts``) that would change its rate more
+    than ``MAX_SEGMENTS`` times in ``duration_s`` of stream: each change is kept in memory."""
+    period = getattr(profile, "dwell_s", None) or getattr(profile, "every_s", None)
+    if period is None:
+        return
+    changes = duration_s / period * (1 if isinstance(profile, MarkovProfile) else 2)
+    if changes > MAX_SEGMENTS:
+        msg = (
+            f"profile {shown(profile.spec)} changes its rate about {changes:.3g} times in "
+            f"{duration_s:g} s: allowed at most {MAX_SEGMENTS:,} (a longer dwell/period or "
+            "a shorter duration)"
+        )
         raise AdabatchError(msg)
 
 
@@ -367,7 +415,7 @@ def parse_profile(text: str, *, seed: int = 0, base_dir: Path | None = None) -> 
     kind, sep, rest = spec.partition(":")
     kind = kind.strip().lower()
     if not sep:
-        msg = f"profile {spec!r} is malformed: grammar {GRAMMAR}"
+        msg = f"profile {shown(spec)} is malformed: grammar {GRAMMAR}"
         raise AdabatchError(msg)
     if kind == "trace":
         return _parse_trace(spec, rest, base_dir)
@@ -393,7 +441,7 @@ def parse_profile(text: str, *, seed: int = 0, base_dir: Path | None = None) -> 
         high = _number(parts[1], "MAX", spec)
         period = _duration(parts[2], "PERIOD", spec)
         if low > high:
-            msg = f"profile {spec!r}: MIN {parts[0]} must be <= MAX {parts[1]}"
+            msg = f"profile {shown(spec)}: MIN {low:g} must be <= MAX {high:g}"
             raise AdabatchError(msg)
         _need_positive(spec, [high])
         return SineProfile(spec, low, high, period)
@@ -401,7 +449,7 @@ def parse_profile(text: str, *, seed: int = 0, base_dir: Path | None = None) -> 
         _arity(spec, parts, (2, 3), "markov:R1,R2,...:DWELL[:SEED]")
         states = [_number(s.strip(), "state rate", spec) for s in parts[0].split(",")]
         if len(states) < 2:
-            msg = f"profile {spec!r}: markov needs at least two states R1,R2,..."
+            msg = f"profile {shown(spec)}: markov needs at least two states R1,R2,..."
             raise AdabatchError(msg)
         _need_positive(spec, states)
         dwell = _duration(parts[1], "DWELL", spec)
@@ -410,10 +458,10 @@ def parse_profile(text: str, *, seed: int = 0, base_dir: Path | None = None) -> 
             try:
                 chain_seed = int(parts[2])
             except ValueError:
-                msg = f"profile {spec!r}: SEED {parts[2]!r} is not an integer"
+                msg = f"profile {shown(spec)}: SEED {shown(parts[2])} is not an integer"
                 raise AdabatchError(msg) from None
             if chain_seed < 0:
-                msg = f"profile {spec!r}: SEED {parts[2]!r} must be >= 0"
+                msg = f"profile {shown(spec)}: SEED {shown(parts[2])} must be >= 0"
                 raise AdabatchError(msg)
         return MarkovProfile(spec, states, dwell, chain_seed)
     if kind == "bursts":
@@ -423,11 +471,11 @@ def parse_profile(text: str, *, seed: int = 0, base_dir: Path | None = None) -> 
         every = _duration(parts[2], "EVERY", spec)
         length = _duration(parts[3], "LENGTH", spec)
         if length >= every:
-            msg = f"profile {spec!r}: LENGTH {parts[3]} must be shorter than EVERY {parts[2]}"
+            msg = f"profile {shown(spec)}: LENGTH {length:g} must be shorter than EVERY {every:g}"
             raise AdabatchError(msg)
         _need_positive(spec, [base, peak])
         return BurstsProfile(spec, base, peak, every, length)
-    msg = f"profile {spec!r}: unknown shape {kind!r}; grammar: {GRAMMAR}"
+    msg = f"profile {shown(spec)}: unknown shape {shown(kind)}; grammar: {GRAMMAR}"
     raise AdabatchError(msg)
 
 
@@ -437,16 +485,16 @@ def _parse_steps(spec: str, body: str) -> PiecewiseProfile:
     for item in body.split(","):
         rate_text, at_sign, at_text = item.strip().partition("@")
         if not at_sign:
-            msg = f"profile {spec!r}: step {item.strip()!r} is not of the form RATE@TIME"
+            msg = f"profile {shown(spec)}: step {shown(item.strip())} is not of the form RATE@TIME"
             raise AdabatchError(msg)
         rates.append(_number(rate_text.strip(), "rate", spec))
         times.append(_duration(at_text.strip(), "time", spec, positive=False))
     if times[0] != 0.0:
-        msg = f"profile {spec!r}: the first step must be at 0, got {times[0]:g}s"
+        msg = f"profile {shown(spec)}: the first step must be at 0, got {times[0]:g}s"
         raise AdabatchError(msg)
     for a, b in itertools.pairwise(times):
         if b <= a:
-            msg = f"profile {spec!r}: step times must increase strictly ({a:g}s then {b:g}s)"
+            msg = f"profile {shown(spec)}: step times must increase strictly ({a:g}s then {b:g}s)"
             raise AdabatchError(msg)
     _need_positive(spec, rates)
     return PiecewiseProfile(spec, times, rates, [0.0] * len(times))
@@ -458,46 +506,50 @@ def _parse_trace(spec: str, rest: str, base_dir: Path | None) -> PiecewiseProfil
     if sep and tail.strip().lower() in ("step", "linear"):
         path_text, mode = head, tail.strip().lower()
     if not path_text:
-        msg = f"profile {spec!r}: trace needs a file path: trace:PATH[:step|:linear]"
+        msg = f"profile {shown(spec)}: trace needs a file path: trace:PATH[:step|:linear]"
         raise AdabatchError(msg)
     path = Path(path_text).expanduser()
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
-    if not path.is_file():
-        msg = f"profile {spec!r}: trace file {str(path)!r} does not exist"
-        raise AdabatchError(msg)
+    name = f"trace file {shown(str(path))}"
+    text = _read_trace_text(path, name)
     times: list[float] = []
     rates: list[float] = []
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        fields = [f.strip() for f in (reader.fieldnames or [])]
-        if "time_s" not in fields or "rate_rps" not in fields:
+    reader = csv.reader(text.splitlines())
+    header = [f.strip() for f in next(reader, [])]
+    if "time_s" not in header or "rate_rps" not in header:
+        # the first line of whatever file was named is not echoed: it may be a secret
+        msg = f"{name}: the first line must be a CSV header with columns time_s,rate_rps"
+        raise AdabatchError(msg)
+    ti, ri = header.index("time_s"), header.index("rate_rps")
+    for line_no, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        try:
+            t = float(row[ti])
+            r = float(row[ri])
+        except (IndexError, ValueError):
+            msg = f"{name} line {line_no}: time_s, rate_rps must be numbers"
+            raise AdabatchError(msg) from None
+        if not (0 <= t <= MAX_PROFILE_S and 0 <= r <= MAX_RATE_RPS):
             msg = (
-                f"trace file {str(path)!r} needs a header with columns time_s,rate_rps, "
-                f"got {','.join(fields) or 'nothing'}"
+                f"{name} line {line_no}: allowed time_s from 0 to {MAX_PROFILE_S:g} s and "
+                f"rate_rps from 0 to {MAX_RATE_RPS:g} records/s"
             )
             raise AdabatchError(msg)
-        for line_no, row in enumerate(reader, start=2):
-            row = {k.strip(): v for k, v in row.items() if k is not None}
-            try:
-                t = float(row["time_s"])
-                r = float(row["rate_rps"])
-            except (TypeError, ValueError):
-                msg = f"trace file {str(path)!r} line {line_no}: time_s, rate_rps must be numbers"
-                raise AdabatchError(msg) from None
-            if not (math.isfinite(t) and math.isfinite(r)) or r < 0:
-                msg = f"trace file {str(path)!r} line {line_no}: need finite time and rate >= 0"
-                raise AdabatchError(msg)
-            if times and t <= times[-1]:
-                msg = f"trace file {str(path)!r} line {line_no}: time_s must increase strictly"
-                raise AdabatchError(msg)
-            times.append(t)
-            rates.append(r)
+        if times and t < times[-1] + MIN_PERIOD_S:
+            msg = (
+                f"{name} line {line_no}: time_s must increase by at least "
+                f"{MIN_PERIOD_S * 1000:g} ms from the row before"
+            )
+            raise AdabatchError(msg)
+        times.append(t)
+        rates.append(r)
     if not times:
-        msg = f"trace file {str(path)!r} has no rows"
+        msg = f"{name} has no rows"
         raise AdabatchError(msg)
     if times[0] != 0.0:
-        msg = f"trace file {str(path)!r}: the first time_s must be 0, got {times[0]:g}"
+        msg = f"{name}: the first time_s must be 0, got {times[0]:g}"
         raise AdabatchError(msg)
     _need_positive(spec, rates)
     if mode == "step":
@@ -508,3 +560,49 @@ def _parse_trace(spec: str, rest: str, base_dir: Path | None) -> PiecewiseProfil
             for (t1, r1), (t2, r2) in itertools.pairwise(zip(times, rates, strict=True))
         ] + [0.0]
     return PiecewiseProfile(spec, times, rates, slopes)
+
+
+def _read_trace_text(path: Path, name: str) -> str:
+    """The text of a trace file: a regular file of at most ``MAX_TRACE_BYTES`` in UTF-8.
+
+    Opened non-blocking and checked with ``fstat`` before reading, so a FIFO or device
+    named as a trace is reported as what it is instead of blocking the run."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        msg = f"{name} does not exist"
+        raise AdabatchError(msg) from None
+    except IsADirectoryError:
+        msg = f"{name} is a directory, not a CSV file"
+        raise AdabatchError(msg) from None
+    except OSError as exc:
+        msg = f"{name} cannot be opened: {exc.strerror or exc}"
+        raise AdabatchError(msg) from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            msg = f"{name} is a directory, not a CSV file"
+            raise AdabatchError(msg)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket or device"
+            msg = f"{name} is {kind}, not a regular file: allowed a CSV file"
+            raise AdabatchError(msg)
+        if info.st_size > MAX_TRACE_BYTES:
+            msg = (
+                f"{name} has {info.st_size:,} bytes: allowed at most {MAX_TRACE_BYTES:,} "
+                "(resample it to fewer rows)"
+            )
+            raise AdabatchError(msg)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(MAX_TRACE_BYTES + 1)
+    if len(data) > MAX_TRACE_BYTES:
+        msg = f"{name} grew beyond {MAX_TRACE_BYTES:,} bytes while read: allowed at most that"
+        raise AdabatchError(msg)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"{name} is not UTF-8 text (byte {exc.start}): allowed a UTF-8 CSV file"
+        raise AdabatchError(msg) from None

@@ -139,7 +139,7 @@ def test_trace_zero_tail_never_reaches():
         ("steps:1@0,2@10,3@10", "increase strictly"),
         ("steps:1@0,2", "RATE@TIME"),
         ("sine:5:1:10", "MIN 5 must be <= MAX 1"),
-        ("sine:1:5:0", "PERIOD '0' must be > 0"),
+        ("sine:1:5:0", "PERIOD '0' is not allowed: allowed 1 ms"),
         ("markov:1000:10s", "at least two states"),
         ("markov:1,2:10s:x", "SEED 'x'"),
         ("bursts:1:2:10:10", "LENGTH 10 must be shorter"),

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from adabatch.bench import core
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, shown
+from adabatch.urls import redact_url
 
 NAME = "bench"
 HELP = "run an experiment (or all) on real Spark: metrics, summaries.csv, figures, Markdown"
@@ -32,7 +33,7 @@ def _seed(text: str) -> int:
     except ValueError:
         value = -1
     if value < 0:
-        msg = f"--seed {text!r} must be an integer >= 0"
+        msg = f"--seed {shown(text)} must be an integer >= 0"
         raise AdabatchError(msg)
     return value
 
@@ -42,7 +43,7 @@ def _command(args: argparse.Namespace) -> str:
     parts = ["adabatch", "bench", args.experiment]
     if args.quick:
         parts.append("--quick")
-    parts += ["--out", args.out, "--master", args.master, "--seed", str(args.seed)]
+    parts += ["--out", args.out, "--master", redact_url(args.master), "--seed", str(args.seed)]
     if args.experiment == "all":
         parts += ["--docs", args.docs]
     return " ".join(shlex.quote(p) for p in parts)

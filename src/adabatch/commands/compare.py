@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 
-from adabatch.commands.run import ProgressLine, add_shared_arguments, config_from_args
+from adabatch.commands.run import (
+    ProgressLine,
+    add_shared_arguments,
+    check_controller,
+    check_inputs,
+    config_from_args,
+    require_spark,
+)
 from adabatch.control.registry import parse_params
-from adabatch.streaming.compare import COLUMNS, RATIOS, compare_spark
+from adabatch.errors import AdabatchError, shown
+from adabatch.outputs import check_dir_path
+from adabatch.streaming.compare import COLUMNS, RATIOS, compare_spark, split_params
 from adabatch.streaming.options import SPARK_DEFAULT
 
 NAME = "compare"
 HELP = "run several controllers on the same Spark workload, profile and seed; table of ratios"
+# Most controllers one comparison runs (each is a full Spark run).
+MAX_CONTROLLERS = 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,8 +51,20 @@ def _fmt(value: object) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    base = config_from_args(args, "static", {}, Path(args.out))
+    base = config_from_args(args, "static", {}, check_dir_path(args.out))
     controllers = args.controllers.split(",")
+    if len(controllers) > MAX_CONTROLLERS:
+        msg = (
+            f"--controllers {shown(args.controllers)} names {len(controllers)} controllers: "
+            f"allowed at most {MAX_CONTROLLERS}"
+        )
+        raise AdabatchError(msg)
+    # every controller and parameter is checked before the spark extra is imported
+    check_inputs(base)
+    names = [c.strip() for c in controllers if c.strip()]
+    for name, params in split_params(names, parse_params(args.param)).items():
+        check_controller(name, params, base.duration_s)
+    require_spark()
     lines: dict[str, ProgressLine] = {}
 
     def progress(name, p):

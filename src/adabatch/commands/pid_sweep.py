@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
+from adabatch.commands.args import parse_bounded_int, parse_float
+from adabatch.control.base import MAX_INTERVAL_S, MIN_INTERVAL_S
+from adabatch.outputs import open_output
+from adabatch.profiles import MAX_RATE_RPS
 from adabatch.sim import pid_sweep
 
 NAME = "pid-sweep"
@@ -26,25 +29,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-rate", default="100,500,1000,2500,4500", help=f"min rates (records/s), {values}"
     )
+    # every value is parsed by the shared validators so bad input gives one line
     parser.add_argument(
         "--target",
-        type=float,
-        default=pid_sweep.DEFAULT_TARGET_RPS,
+        default=str(pid_sweep.DEFAULT_TARGET_RPS),
         help="constant processing throughput, records/s (default 5000)",
     )
-    parser.add_argument(
-        "--interval", type=float, default=1.0, help="batch interval, seconds (default 1)"
-    )
+    parser.add_argument("--interval", default="1", help="batch interval, seconds (default 1)")
     parser.add_argument(
         "--iterations",
-        type=int,
-        default=pid_sweep.DEFAULT_ITERATIONS,
+        default=str(pid_sweep.DEFAULT_ITERATIONS),
         help="batches per case (default 100, as in the blog)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument("--out", required=True, help="output directory")
+
+
+SWEEP_FILES = ("toxic.csv", "trajectories.png", "cases.csv")
 
 
 def run(args: argparse.Namespace) -> int:
+    target = parse_float(args.target, "--target", 0.0, MAX_RATE_RPS, open_low=True)
+    interval = parse_float(args.interval, "--interval", MIN_INTERVAL_S, MAX_INTERVAL_S)
+    iterations = parse_bounded_int(
+        args.iterations, "--iterations", pid_sweep.Thresholds().tail, pid_sweep.MAX_ITERATIONS
+    )
     cases = pid_sweep.grid(
         kp=pid_sweep.parse_values(args.kp, "kp"),
         ki=pid_sweep.parse_values(args.ki, "ki"),
@@ -52,20 +60,23 @@ def run(args: argparse.Namespace) -> int:
         initial_batches=pid_sweep.parse_values(args.initial_batch, "initial-batch"),
         min_rates=pid_sweep.parse_values(args.min_rate, "min-rate"),
     )
-    started = time.perf_counter()
-    result = pid_sweep.run_sweep(
-        cases, target_rps=args.target, interval_s=args.interval, iterations=args.iterations
-    )
-    elapsed = time.perf_counter() - started
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    pid_sweep.write_csv(result.results, out / "cases.csv")
-    pid_sweep.write_csv(result.toxic(), out / "toxic.csv")
-    pid_sweep.plot_examples(result, out / "trajectories.png")
+    pid_sweep.check_size(len(cases), iterations)
+    with open_output(args.out, replaces=SWEEP_FILES) as od:  # refused before the sweep runs
+        started = time.perf_counter()
+        result = pid_sweep.run_sweep(
+            cases, target_rps=target, interval_s=interval, iterations=iterations
+        )
+        elapsed = time.perf_counter() - started
+        od.begin()
+        pid_sweep.write_csv(result.toxic(), (od, "toxic.csv"))
+        pid_sweep.plot_examples(result, (od, "trajectories.png"))
+        pid_sweep.write_csv(result.results, (od, "cases.csv"))  # last: the run is whole
+        od.complete()
+    out = od.root
 
     counts = result.counts()
     total = len(result.results)
-    print(f"{total} cases, {args.iterations} batches each, in {elapsed:.1f} s")
+    print(f"{total} cases, {iterations} batches each, in {elapsed:.1f} s")
     for klass, n in counts.items():
         print(f"  {klass:<12} {n:>6}  {100 * n / total:5.1f}%")
     print(f"  {'toxic':<12} {len(result.toxic()):>6}  (oscillating + diverging)")

@@ -9,11 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from adabatch.commands.args import parse_int
+from adabatch.control import registry
 from adabatch.control.registry import parse_params
+from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import summary_rows
-from adabatch.profiles import GRAMMAR, parse_duration
-from adabatch.streaming.options import SPARK_DEFAULT
-from adabatch.streaming.run import Progress, RunConfig, RunResult, run_spark
+from adabatch.outputs import check_dir_path
+from adabatch.profiles import GRAMMAR, check_span, parse_duration, parse_profile
+from adabatch.sim.engine import check_batches
+from adabatch.streaming.options import SPARK_DEFAULT, SPARK_DEFAULT_PARAMS
+from adabatch.streaming.run import Progress, RunConfig, RunResult, parse_trigger, run_spark
+from adabatch.urls import redact_url
+from adabatch.workloads import get_workload
+
+# The modules the ``spark`` extra installs, imported only once every input is checked.
+SPARK_MODULES = ("pyspark", "pyarrow")
 
 NAME = "run"
 HELP = "run a workload on real Spark with a controller sizing its micro-batches"
@@ -128,13 +137,68 @@ def print_summary(result: RunResult) -> None:
             print(f"  {name:<30} {path}")
 
 
+def check_controller(name: str, params: dict[str, Any], duration_s: float) -> None:
+    """The controller name and its parameters, and the batches the duration implies at
+    its smallest interval; no Spark needed."""
+    if name == SPARK_DEFAULT:
+        known = {p.name: p for p in SPARK_DEFAULT_PARAMS}
+        for key, value in params.items():
+            if key not in known:
+                msg = (
+                    f"controller {SPARK_DEFAULT!r} has no parameter {shown(key)}: allowed "
+                    f"parameters are {', '.join(known)}"
+                )
+                raise AdabatchError(msg)
+            known[key].parse(value, owner=SPARK_DEFAULT)
+        return
+    if name not in registry.names():
+        allowed = ", ".join([*registry.names(), SPARK_DEFAULT])
+        msg = f"unknown controller {shown(name)}: allowed {allowed}"
+        raise AdabatchError(msg)
+    check_batches(duration_s, registry.create(name, params).smallest_interval())
+
+
+def check_inputs(cfg: RunConfig) -> None:
+    """Every input of a Spark run that can be checked without Spark: workload, controller,
+    parameters, profile, duration, warm-up and trigger (a bad one is one line, before the
+    optional ``spark`` extra is imported)."""
+    get_workload(cfg.workload)
+    if not (cfg.duration_s > 0 and math.isfinite(cfg.duration_s)):
+        msg = f"--duration {cfg.duration_s!r} s is not allowed: allowed a positive duration"
+        raise AdabatchError(msg)
+    if not 0 <= cfg.warmup_s < cfg.duration_s:
+        msg = f"--warmup {cfg.warmup_s!r} s is not allowed: allowed >= 0 and below --duration"
+        raise AdabatchError(msg)
+    check_controller(cfg.controller, dict(cfg.params), cfg.duration_s)
+    check_span(parse_profile(cfg.profile, seed=cfg.seed), cfg.duration_s)
+    parse_trigger(cfg.trigger)
+
+
+def require_spark() -> None:
+    """Import the ``spark`` extra's modules, or one line saying how to install them."""
+    for module in SPARK_MODULES:
+        try:
+            __import__(module)
+        except ImportError as exc:
+            msg = (
+                f"this command needs the spark extra ({exc.name or module} is not installed): "
+                "pip install 'adabatch[spark]'"
+            )
+            raise AdabatchError(msg) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args, args.controller, parse_params(args.param), Path(args.out))
+    out = check_dir_path(args.out)
+    cfg = config_from_args(args, args.controller, parse_params(args.param), out)
+    check_inputs(cfg)
+    require_spark()
     line = ProgressLine()
     try:
         result = run_spark(cfg, on_progress=line)
     finally:
         line.end()
-    print(f"{cfg.controller} on {cfg.workload} under {cfg.profile} (Spark {cfg.master}):")
+    print(
+        f"{cfg.controller} on {cfg.workload} under {cfg.profile} (Spark {redact_url(cfg.master)}):"
+    )
     print_summary(result)
     return 130 if result.interrupted else 0

@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
-from typing import Any
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 
 from adabatch.commands.args import parse_int
-from adabatch.control.registry import parse_params
-from adabatch.errors import AdabatchError
+from adabatch.control.registry import create, parse_params
+from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import summary_rows
+from adabatch.outputs import open_output
 from adabatch.profiles import GRAMMAR
+from adabatch.sim.engine import check_batches
 from adabatch.sim.run import (
+    RUN_FILES,
+    check_sweep,
     make_scenario,
     parse_grid,
     simulate,
     sweep_static,
     write_run,
-    write_sweep,
 )
 from adabatch.sim.workloads import WORKLOADS
 
@@ -60,8 +65,60 @@ def _float(text: str | None, what: str) -> float | None:
     try:
         return float(text)
     except ValueError:
-        msg = f"{what} {text!r} is not a number"
+        msg = f"{what} {shown(text)} is not a number"
         raise AdabatchError(msg) from None
+
+
+def parse_grid_blocks(text: str) -> list[int]:
+    """``--sweep-blocks`` ``"1,2,4"`` -> integers >= 1 (their upper bound is ``static``'s)."""
+    parts = str(text).split(",")
+    if len(parts) > 100:
+        msg = f"--sweep-blocks {shown(text)} has {len(parts)} values: allowed at most 100"
+        raise AdabatchError(msg)
+    return [parse_int(b.strip(), "--sweep-blocks", 1) for b in parts]
+
+
+class SimProgress:
+    """The progress line of a long simulation on stderr. Nothing for the first
+    ``after_s`` seconds of wall time; then rewritten in place on a terminal, or one line
+    every ``every_s`` seconds otherwise (a log stays short)."""
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        after_s: float = 3.0,
+        every_s: float = 10.0,
+    ) -> None:
+        self.stream = sys.stderr if stream is None else stream
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.clock = clock
+        self.every_s = 0.25 if self.tty else every_s
+        self._next = clock() + after_s
+        self._width = 0
+
+    def __call__(self, now: float, duration_s: float, finished: int) -> None:
+        t = self.clock()
+        if t < self._next:
+            return
+        self._next = t + self.every_s
+        done = min(now / duration_s, 1.0) if duration_s > 0 else 1.0
+        text = (
+            f"simulating: stream time {now:,.1f} of {duration_s:,.1f} s ({done:.0%}), "
+            f"{finished:,} batches finished"
+        )
+        if self.tty:
+            self.stream.write("\r" + text.ljust(self._width))
+            self._width = len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def end(self) -> None:
+        """Close the line on a terminal (a later message starts on its own line)."""
+        if self.tty and self._width:
+            self.stream.write("\n")
+            self._width = 0
 
 
 def _fmt(value: Any, pattern: str) -> str:
@@ -85,11 +142,25 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
     )
     params = parse_params(args.param)
-    if args.sweep_static:  # validate the grid before the (longer) runs
+    # every input is checked before the (longer) runs: the controller, its batch count, the grid
+    check_batches(scenario.duration_s, create(args.controller, params).smallest_interval())
+    if args.sweep_static:
         intervals = parse_grid(args.intervals)
-        blocks = [parse_int(b.strip(), "--sweep-blocks", 1) for b in args.sweep_blocks.split(",")]
-    result = simulate(scenario, args.controller, params)
-    paths = write_run(Path(args.out), result)
+        blocks = parse_grid_blocks(args.sweep_blocks)
+        check_sweep(scenario, intervals, blocks)
+    progress = SimProgress()
+    # the directory is checked and locked before the runs; its files are replaced after them
+    with open_output(args.out, replaces=RUN_FILES) as out:
+        try:
+            result = simulate(scenario, args.controller, params, on_progress=progress)
+            sweep = (
+                sweep_static(scenario, intervals, blocks, on_progress=progress)
+                if args.sweep_static
+                else None
+            )
+        finally:
+            progress.end()
+        paths = write_run(out, result, sweep=sweep)
     console = Console()
     table = Table(title=result.title)
     table.add_column("metric")
@@ -97,9 +168,7 @@ def run(args: argparse.Namespace) -> int:
     for label, text in summary_rows(result.summary):
         table.add_row(label, text)
     console.print(table)
-    if args.sweep_static:
-        sweep = sweep_static(scenario, intervals, blocks)
-        write_sweep(Path(args.out) / "sweep.json", sweep)
+    if sweep is not None:
         _print_sweep(console, sweep, result.summary)
     console.print(f"wrote {', '.join(str(p) for p in paths.values())}")
     return 0

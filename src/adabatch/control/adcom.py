@@ -11,6 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from adabatch.control.base import (
+    MAX_BLOCKS,
+    MAX_GAIN,
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
     BatchPlan,
     BatchReport,
     Controller,
@@ -81,19 +85,49 @@ class AdComController(Controller):
     summary = "PI control of utilisation p/x toward a setpoint (AdCom, adaptive combiner §3.2)"
     PARAMS = (
         Param("setpoint", 0.7, "desired utilisation rho_d = p/x (§3.2: 50-80%)", low=0.5, high=0.8),
-        Param("kp", 0.2, "proportional gain, seconds per unit of utilisation error", low=0),
-        Param("ki", 0.01, "integral gain over the last three errors, seconds per unit", low=0),
-        Param("initial_interval", 1.0, "first batch interval, seconds", low=0, low_open=True),
-        Param("min_interval", 0.1, "smallest interval, seconds", low=0, low_open=True),
-        Param("max_interval", 30.0, "largest interval, seconds", low=0, low_open=True),
+        Param(
+            "kp",
+            0.2,
+            "proportional gain, seconds per unit of utilisation error",
+            low=0,
+            high=MAX_GAIN,
+        ),
+        Param(
+            "ki",
+            0.01,
+            "integral gain over the last three errors, seconds per unit",
+            low=0,
+            high=MAX_GAIN,
+        ),
+        Param(
+            "initial_interval",
+            1.0,
+            "first batch interval, seconds",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
+        ),
+        Param(
+            "min_interval",
+            0.1,
+            "smallest interval, seconds",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
+        ),
+        Param(
+            "max_interval",
+            30.0,
+            "largest interval, seconds",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
+        ),
         Param(
             "granularity",
             0.05,
             "planned intervals are multiples of this, seconds",
-            low=0,
-            low_open=True,
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
         ),
-        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1),
+        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS),
     )
 
     def __init__(self, **params: Any) -> None:

@@ -24,9 +24,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, shown
 
 Number = int | float
+
+# Bounds every controller's interval and block parameters share: a plan shorter than a
+# millisecond or more than a day, or more blocks than any cluster runs tasks, is a typo
+# that would make a run cut without end or allocate without bound.
+MIN_INTERVAL_S = 0.001
+MAX_INTERVAL_S = 86_400.0
+MAX_BLOCKS = 10_000
+# Largest record count or rate a parameter may name (records, records/s).
+MAX_RECORDS = 10**12
+# Largest controller gain (PID, ADCOM): far above any stable setting, finite in products.
+MAX_GAIN = 1e6
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,9 @@ class Param:
         """Convert ``value`` (a string from the CLI or a Spark option, or a number) and
         validate it; raise :class:`AdabatchError` naming the parameter otherwise."""
         where = f"{owner} parameter {self.name!r}"
+        if isinstance(value, str) and len(value) > 100:  # no number is that long
+            msg = f"{where} = {shown(value)} is not allowed: allowed {self.allowed()}"
+            raise AdabatchError(msg)
         if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
             if self.optional:
                 return None
@@ -80,21 +94,21 @@ class Param:
                 return True
             if text in ("false", "0", "no"):
                 return False
-            msg = f"{where} = {value!r} is not a boolean: allowed true or false"
+            msg = f"{where} = {shown(value)} is not a boolean: allowed true or false"
             raise AdabatchError(msg)
         if self.choices is not None:
             text = str(value).strip()
             if text not in self.choices:
-                msg = f"{where} = {value!r} is not allowed: allowed {self.allowed()}"
+                msg = f"{where} = {shown(value)} is not allowed: allowed {self.allowed()}"
                 raise AdabatchError(msg)
             return text
         try:
             number = self.kind(float(value)) if self.kind is float else _as_int(value)
         except (TypeError, ValueError):
-            msg = f"{where} = {value!r} is not a number: allowed {self.allowed()}"
+            msg = f"{where} = {shown(value)} is not a number: allowed {self.allowed()}"
             raise AdabatchError(msg) from None
         if isinstance(number, float) and not math.isfinite(number):
-            msg = f"{where} = {value!r} is not finite: allowed {self.allowed()}"
+            msg = f"{where} = {shown(value)} is not finite: allowed {self.allowed()}"
             raise AdabatchError(msg)
         too_low = self.low is not None and (
             number <= self.low if self.low_open else number < self.low
@@ -103,7 +117,7 @@ class Param:
             number >= self.high if self.high_open else number > self.high
         )
         if too_low or too_high:
-            msg = f"{where} = {value!r} is out of range: allowed {self.allowed()}"
+            msg = f"{where} = {shown(value)} is out of range: allowed {self.allowed()}"
             raise AdabatchError(msg)
         return number
 
@@ -277,6 +291,16 @@ class Controller(ABC):
     @abstractmethod
     def restore(self, state: Mapping[str, Any]) -> None:
         """Restore the running state written by :meth:`state`."""
+
+    def smallest_interval(self) -> float:
+        """The shortest interval this controller can plan, seconds: with a duration it
+        bounds how many batches a run cuts. Its ``min_interval`` parameter, else its fixed
+        ``interval``, else its ``granularity``, else ``MIN_INTERVAL_S``."""
+        for name in ("min_interval", "interval", "granularity"):
+            value = self.params.get(name)
+            if value is not None:
+                return float(value)
+        return MIN_INTERVAL_S
 
     def metrics_state(self) -> dict[str, Any]:
         """The state written with every metrics record: :meth:`state` unless that holds

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from adabatch.control.base import (
+    MAX_BLOCKS,
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
     BatchPlan,
     BatchReport,
     Controller,
@@ -50,33 +53,33 @@ INTERVAL_PARAMS: tuple[Param, ...] = (
         "granularity",
         0.1,
         "mini-batch granularity in s; intervals are multiples of it (§4: 100 ms)",
-        low=0.0,
-        low_open=True,
+        low=MIN_INTERVAL_S,
+        high=MAX_INTERVAL_S,
     ),
     Param(
         "initial_interval",
         None,
         "first batch interval in s (unset = the smallest allowed interval)",
-        low=0.0,
-        low_open=True,
+        low=MIN_INTERVAL_S,
+        high=MAX_INTERVAL_S,
         optional=True,
     ),
     Param(
         "min_interval",
         None,
         "smallest interval in s (unset = granularity)",
-        low=0.0,
-        low_open=True,
+        low=MIN_INTERVAL_S,
+        high=MAX_INTERVAL_S,
         optional=True,
     ),
     Param(
         "max_interval",
         60.0,
         "largest interval in s (§3.5: without a Type-I point the interval keeps growing)",
-        low=0.0,
-        low_open=True,
+        low=MIN_INTERVAL_S,
+        high=MAX_INTERVAL_S,
     ),
-    Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1),
+    Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS),
 )
 
 

@@ -26,7 +26,15 @@ from typing import Any
 
 from scipy.optimize import isotonic_regression
 
-from adabatch.control.base import BatchPlan, BatchReport, Controller, Param
+from adabatch.control.base import (
+    MAX_BLOCKS,
+    MAX_INTERVAL_S,
+    MIN_INTERVAL_S,
+    BatchPlan,
+    BatchReport,
+    Controller,
+    Param,
+)
 from adabatch.errors import AdabatchError
 
 # (rate bin, block interval): the scope of one isotonic fit and one local optimum.
@@ -207,11 +215,15 @@ class IsotonicController(Controller):
             "block_interval",
             0.25,
             "block interval in seconds: fixed, or where the search starts",
-            low=0.0,
-            low_open=True,
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
         ),
         Param(
-            "block_step", 0.1, "block interval search step, seconds (§IV)", low=0.0, low_open=True
+            "block_step",
+            0.1,
+            "block interval search step, seconds (§IV)",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
         ),
         Param(
             "block_tolerance",
@@ -221,24 +233,43 @@ class IsotonicController(Controller):
             high=1.0,
             high_open=True,
         ),
-        Param("max_blocks", 64, "most blocks (Spark tasks) per batch", kind=int, low=1),
+        Param(
+            "max_blocks",
+            64,
+            "most blocks (Spark tasks) per batch",
+            kind=int,
+            low=1,
+            high=MAX_BLOCKS,
+        ),
         Param(
             "granularity",
             0.05,
             "batch intervals are multiples of this, seconds (unset: of the block interval)",
-            low=0.0,
-            low_open=True,
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
             optional=True,
         ),
         Param(
             "initial_interval",
             0.25,
             "first slow-start interval in seconds (rounded up to the grid)",
-            low=0.0,
-            low_open=True,
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
         ),
-        Param("min_interval", 0.1, "smallest batch interval, seconds", low=0.0, low_open=True),
-        Param("max_interval", 60.0, "largest batch interval, seconds", low=0.0, low_open=True),
+        Param(
+            "min_interval",
+            0.1,
+            "smallest batch interval, seconds",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
+        ),
+        Param(
+            "max_interval",
+            60.0,
+            "largest batch interval, seconds",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
+        ),
     )
 
     def __init__(self, **params: Any) -> None:
@@ -395,9 +426,12 @@ class IsotonicController(Controller):
         ``x`` as many blocks as ``curr_bl`` (the same parallelism: nothing to learn); the
         search ends when none is left."""
         blocks = self.blocks_for(x, curr_bl)
-        n = 1
+        step = self.params.block_step
+        # every block interval below x / (blocks - 1/2) still gives ``blocks``: start there
+        edge = x / (blocks - 0.5) if blocks > 1 else curr_bl
+        n = max(1, math.floor((edge - curr_bl) / step) - 1)
         while True:
-            step_up = _q(curr_bl + n * self.params.block_step)
+            step_up = _q(curr_bl + n * step)
             if step_up > self.params.max_interval or blocks == 1:
                 self._searching[rate_bin] = False
                 return curr_bl

@@ -17,7 +17,17 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from adabatch.control.base import BatchPlan, BatchReport, Controller, Param
+from adabatch.control.base import (
+    MAX_BLOCKS,
+    MAX_GAIN,
+    MAX_INTERVAL_S,
+    MAX_RECORDS,
+    MIN_INTERVAL_S,
+    BatchPlan,
+    BatchReport,
+    Controller,
+    Param,
+)
 from adabatch.errors import AdabatchError
 
 
@@ -182,17 +192,40 @@ class PIDController(Controller):
     name = "pid"
     summary = "Spark's PIDRateEstimator back pressure on a fixed interval (spark-pid-backpressure)"
     PARAMS = (
-        Param("interval", 1.0, "fixed batch interval in seconds", low=0.001),
         Param(
-            "kp", 1.0, "proportional gain (spark.streaming.backpressure.pid.proportional)", low=0
+            "interval",
+            1.0,
+            "fixed batch interval in seconds",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
         ),
-        Param("ki", 0.2, "integral gain (spark.streaming.backpressure.pid.integral)", low=0),
-        Param("kd", 0.0, "derivative gain (spark.streaming.backpressure.pid.derived)", low=0),
+        Param(
+            "kp",
+            1.0,
+            "proportional gain (spark.streaming.backpressure.pid.proportional)",
+            low=0,
+            high=MAX_GAIN,
+        ),
+        Param(
+            "ki",
+            0.2,
+            "integral gain (spark.streaming.backpressure.pid.integral)",
+            low=0,
+            high=MAX_GAIN,
+        ),
+        Param(
+            "kd",
+            0.0,
+            "derivative gain (spark.streaming.backpressure.pid.derived)",
+            low=0,
+            high=MAX_GAIN,
+        ),
         Param(
             "min_rate",
             100.0,
             "smallest rate, records/s (spark.streaming.backpressure.pid.minRate)",
             low=0,
+            high=MAX_RECORDS,
             low_open=True,
         ),
         Param(
@@ -201,9 +234,10 @@ class PIDController(Controller):
             "records/s cap before the first estimate (spark.streaming.backpressure.initialRate)",
             kind=int,
             low=1,
+            high=MAX_RECORDS,
             optional=True,
         ),
-        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1),
+        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS),
     )
 
     def __init__(self, **params: Any) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adabatch.control.base import Controller
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, shown
 
 # name -> "module:Class"; imported lazily so a broken controller cannot break the others.
 _ENTRIES: dict[str, str] = {
@@ -31,7 +31,7 @@ def controller_class(name: str) -> type[Controller]:
     try:
         target = _ENTRIES[name]
     except KeyError:
-        msg = f"unknown controller {name!r}: allowed {', '.join(_ENTRIES)}"
+        msg = f"unknown controller {shown(name)}: allowed {', '.join(_ENTRIES)}"
         raise AdabatchError(msg) from None
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)
@@ -48,7 +48,7 @@ def parse_params(pairs: list[str] | None) -> dict[str, str]:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            msg = f"--param {pair!r} is not of the form name=value"
+            msg = f"--param {shown(pair)} is not of the form name=value"
             raise AdabatchError(msg)
         out[key.strip()] = value.strip()
     return out

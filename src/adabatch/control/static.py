@@ -8,7 +8,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adabatch.control.base import BatchPlan, BatchReport, Controller, Param
+from adabatch.control.base import (
+    MAX_BLOCKS,
+    MAX_INTERVAL_S,
+    MAX_RECORDS,
+    MIN_INTERVAL_S,
+    BatchPlan,
+    BatchReport,
+    Controller,
+    Param,
+)
 
 
 class StaticController(Controller):
@@ -17,14 +26,21 @@ class StaticController(Controller):
     name = "static"
     summary = "fixed interval and blocks (the papers' static baseline)"
     PARAMS = (
-        Param("interval", 1.0, "batch interval in seconds", low=0.0, low_open=True),
-        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1),
+        Param(
+            "interval",
+            1.0,
+            "batch interval in seconds",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
+        ),
+        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS),
         Param(
             "max_records",
             None,
             "cap on records admitted per batch (admission control)",
             kind=int,
             low=1,
+            high=MAX_RECORDS,
             optional=True,
         ),
     )

@@ -31,6 +31,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,29 @@ from adabatch.sim.workloads import CostModel, Resources
 
 # Event priorities at equal times: finishing batches before cuts.
 _DONE, _CUT = 0, 1
+
+# Most batches one simulation may cut: about a minute of simulation, and a bound on the
+# memory its records take. A duration that implies more is refused before it starts.
+MAX_BATCHES = 1_000_000
+# Events between two calls of the progress callback.
+PROGRESS_EVERY = 5_000
+
+# ``on_progress(now, duration_s, finished)``: stream time reached, the stream time the run
+# stops at, and the batches finished so far.
+ProgressFn = Callable[[float, float, int], None]
+
+
+def check_batches(duration_s: float, smallest_interval_s: float) -> None:
+    """Refuse a run whose duration, cut at its smallest interval, means more than
+    ``MAX_BATCHES`` batches."""
+    implied = duration_s / smallest_interval_s
+    if implied > MAX_BATCHES:
+        msg = (
+            f"a duration of {duration_s:g} s with intervals down to {smallest_interval_s:g} s "
+            f"means up to {implied:.3g} batches: allowed at most {MAX_BATCHES:,} "
+            "(a shorter --duration or a longer smallest interval)"
+        )
+        raise AdabatchError(msg)
 
 
 @dataclass(frozen=True)
@@ -119,15 +143,18 @@ def run_simulation(
     poisson: bool = False,
     diverge_delay_s: float | None = None,
     max_queue_batches: int = 100_000,
+    on_progress: ProgressFn | None = None,
 ) -> SimOutcome:
     """Simulate ``duration_s`` seconds of ``profile`` through ``model`` under ``controller``.
 
     Deterministic for ``seed`` (processing noise and Poisson counts come from separate
-    streams spawned from it). The controller is driven in place.
+    streams spawned from it). The controller is driven in place. ``on_progress`` is
+    called every ``PROGRESS_EVERY`` events and once at the end.
     """
     if not (duration_s > 0 and math.isfinite(duration_s)):
         msg = f"duration {duration_s!r} must be a positive finite number of seconds"
         raise AdabatchError(msg)
+    check_batches(duration_s, controller.smallest_interval())
     noise_seq, arrival_seq = np.random.SeedSequence(seed).spawn(2)
     noise_rng = np.random.default_rng(noise_seq)
     arrival_rng = np.random.default_rng(arrival_seq)
@@ -166,8 +193,12 @@ def run_simulation(
     if first.interval_s <= duration_s:
         push(first.interval_s, _CUT, first)
 
+    events = 0
     while heap:
         now, priority, _, payload = heapq.heappop(heap)
+        events += 1
+        if on_progress is not None and events % PROGRESS_EVERY == 0:
+            on_progress(now, duration_s, len(records))
         if priority == _CUT:
             plan: BatchPlan = payload  # type: ignore[assignment]
             c_now = profile.cumulative(now)
@@ -182,6 +213,8 @@ def run_simulation(
             n, mean_arrival = backlog.take(cap)
             queue.append(_Batch(cuts, now, plan, n, mean_arrival))
             cuts += 1
+            if cuts > MAX_BATCHES:  # a controller planned below its smallest_interval
+                check_batches(duration_s, duration_s / cuts)
             limit = (
                 diverge_delay_s
                 if diverge_delay_s is not None
@@ -226,4 +259,6 @@ def run_simulation(
             start_next()
     if final_queue_len is None or diverged:
         final_queue_len = len(queue)
+    if on_progress is not None:
+        on_progress(now, duration_s, len(records))
     return SimOutcome(tuple(records), final_queue_len, diverged, now, cuts)

@@ -13,6 +13,7 @@ two are the blog's "toxic" combinations).
 from __future__ import annotations
 
 import csv
+import io
 import itertools
 import math
 from collections import Counter
@@ -20,8 +21,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from adabatch.control.base import MAX_GAIN, MAX_RECORDS
 from adabatch.control.pid import PIDRateEstimator, to_long
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, shown
+from adabatch.outputs import OutputDir, save_figure, write_atomic
 
 CLASSES = ("converged", "sluggish", "oscillating", "diverging")
 TOXIC = ("oscillating", "diverging")
@@ -34,6 +37,12 @@ DEFAULT_INITIAL_BATCHES = (2500.0, 4500.0, 5500.0, 7500.0)
 DEFAULT_MIN_RATES = (100.0, 500.0, 1000.0, 2500.0, 4500.0)
 DEFAULT_TARGET_RPS = 5000.0
 DEFAULT_ITERATIONS = 100
+# Bounds on a sweep's size: values per grid axis, batches per case, and simulated batches
+# in all (cases x iterations; the blog's grid of 20,000 cases x 100 takes about 5 s).
+MAX_AXIS_VALUES = 1000
+MAX_ITERATIONS = 1_000_000
+MAX_STEPS = 20_000_000
+MAX_CASES = 1_000_000  # grid cases; each runs at least the tail of batches
 
 
 @dataclass(frozen=True)
@@ -256,25 +265,43 @@ def grid(
     min_rates: Sequence[float] = DEFAULT_MIN_RATES,
 ) -> list[SweepCase]:
     """The cartesian product, validated (gains >= 0, batches and min rates > 0)."""
-    for name, values, low_open in (
-        ("kp", kp, False),
-        ("ki", ki, False),
-        ("kd", kd, False),
-        ("initial batch", initial_batches, True),
-        ("min rate", min_rates, True),
+    for name, values, low_open, high in (
+        ("kp", kp, False, MAX_GAIN),
+        ("ki", ki, False, MAX_GAIN),
+        ("kd", kd, False, MAX_GAIN),
+        ("initial batch", initial_batches, True, MAX_RECORDS),
+        ("min rate", min_rates, True, MAX_RECORDS),
     ):
         if len(values) == 0:
             msg = f"pid-sweep {name} list is empty: give at least one value"
             raise AdabatchError(msg)
+        if len(values) > MAX_AXIS_VALUES:
+            msg = (
+                f"pid-sweep {name} list has {len(values)} values: allowed at most {MAX_AXIS_VALUES}"
+            )
+            raise AdabatchError(msg)
         for v in values:
-            bad = not math.isfinite(v) or (v <= 0 if low_open else v < 0)
+            bad = not math.isfinite(v) or (v <= 0 if low_open else v < 0) or v > high
             if bad:
-                allowed = "> 0" if low_open else ">= 0"
-                msg = f"pid-sweep {name} = {v!r} is not allowed: allowed finite values {allowed}"
+                allowed = f"{'> 0' if low_open else '>= 0'} and <= {high:g}"
+                msg = f"pid-sweep {name} = {shown(v)} is not allowed: allowed values {allowed}"
                 raise AdabatchError(msg)
-    return [
-        SweepCase(*values) for values in itertools.product(kp, ki, kd, initial_batches, min_rates)
-    ]
+    axes = (kp, ki, kd, initial_batches, min_rates)
+    count = math.prod(len(a) for a in axes)
+    if count > MAX_CASES:  # counted before the product is built
+        msg = f"pid-sweep grid of {count:,} cases: allowed at most {MAX_CASES:,} (fewer values)"
+        raise AdabatchError(msg)
+    return [SweepCase(*values) for values in itertools.product(*axes)]
+
+
+def check_size(cases: int, iterations: int) -> None:
+    """Refuse a sweep of more than ``MAX_STEPS`` simulated batches in all."""
+    if cases * iterations > MAX_STEPS:
+        msg = (
+            f"pid-sweep of {cases:,} cases x {iterations:,} iterations: allowed at most "
+            f"{MAX_STEPS:,} batches in all (fewer values or iterations)"
+        )
+        raise AdabatchError(msg)
 
 
 def run_sweep(
@@ -293,9 +320,14 @@ def run_sweep(
     if not round(interval_s * 1000) >= 1:
         msg = f"pid-sweep interval = {interval_s!r} s is not allowed: allowed >= 0.001"
         raise AdabatchError(msg)
-    if iterations < t.tail:
-        msg = f"pid-sweep iterations = {iterations!r} is not allowed: allowed >= {t.tail}"
+    if not t.tail <= iterations <= MAX_ITERATIONS:
+        msg = (
+            f"pid-sweep iterations = {shown(iterations)} is not allowed: allowed {t.tail} to "
+            f"{MAX_ITERATIONS:,}"
+        )
         raise AdabatchError(msg)
+    cases = list(cases)
+    check_size(len(cases), iterations)
     stop_batch = t.stop * target_rps * interval_s
     results = []
     for case in cases:
@@ -313,25 +345,41 @@ def run_sweep(
 
 
 def parse_values(text: str, name: str) -> tuple[float, ...]:
-    """``"0:2:0.2"`` (start:stop:step, stop excluded) or ``"0,0.5,1"`` or ``"1"``."""
+    """``"0:2:0.2"`` (start:stop:step, stop excluded) or ``"0,0.5,1"`` or ``"1"``; at most
+    ``MAX_AXIS_VALUES`` values, counted before any is built."""
     text = text.strip()
+    ranged = ":" in text
+    parts = text.split(":") if ranged else [p for p in text.split(",") if p.strip() != ""]
+    if len(parts) > MAX_AXIS_VALUES:
+        raise _too_many_values(name, text)
     try:
-        if ":" in text:
-            parts = [float(p) for p in text.split(":")]
-            if len(parts) != 3:
-                raise ValueError(text)
-            start, stop, step = parts
-            if not step > 0 or not stop > start:
-                raise ValueError(text)
-            n = math.ceil((stop - start) / step - 1e-9)
-            return tuple(round(start + i * step, 10) for i in range(n))
-        return tuple(float(p) for p in text.split(",") if p.strip() != "")
+        numbers = [float(p) for p in parts]
     except ValueError:
+        numbers = None
+    if numbers is None or (ranged and len(numbers) != 3):
         msg = (
-            f"--{name} {text!r} is not a value list: allowed START:STOP:STEP "
+            f"--{name} {shown(text)} is not a value list: allowed START:STOP:STEP "
             "(STOP excluded, STEP > 0) or comma-separated numbers"
         )
-        raise AdabatchError(msg) from None
+        raise AdabatchError(msg)
+    if not ranged:
+        return tuple(numbers)
+    start, stop, step = numbers
+    if not (math.isfinite(start) and math.isfinite(stop) and step > 0 and stop > start):
+        msg = f"--{name} {shown(text)}: allowed finite START < STOP and STEP > 0"
+        raise AdabatchError(msg)
+    span = (stop - start) / step  # inf for a denormal step: only compared
+    if span > MAX_AXIS_VALUES:
+        raise _too_many_values(name, text)
+    n = math.ceil(span - 1e-9)
+    return tuple(round(start + i * step, 10) for i in range(n))
+
+
+def _too_many_values(name: str, text: str) -> AdabatchError:
+    return AdabatchError(
+        f"--{name} {shown(text)} has more than {MAX_AXIS_VALUES} values: allowed at most "
+        f"{MAX_AXIS_VALUES} (a larger STEP or a shorter list)"
+    )
 
 
 def table_by(result: SweepResult, row: str, col: str, classes: Sequence[str] = TOXIC) -> str:
@@ -362,15 +410,20 @@ def class_table(result: SweepResult, col: str) -> str:
     return f"cases per class by {col}\n" + "\n".join(lines)
 
 
-def write_csv(results: Sequence[CaseResult], path: Path) -> None:
-    """One row per case; the class column is called ``class``."""
+def write_csv(results: Sequence[CaseResult], path: Path | tuple[OutputDir, str]) -> None:
+    """One row per case; the class column is called ``class`` (to a path, or to a name in
+    an :class:`OutputDir`; by a temporary name and a rename)."""
     names = [f.name for f in fields(CaseResult)]
-    with open(path, "w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["class" if n == "klass" else n for n in names])
-        for r in results:
-            row = asdict(r)
-            writer.writerow([row[n] for n in names])
+    fh = io.StringIO(newline="")
+    writer = csv.writer(fh)
+    writer.writerow(["class" if n == "klass" else n for n in names])
+    for r in results:
+        row = asdict(r)
+        writer.writerow([row[n] for n in names])
+    if isinstance(path, tuple):
+        path[0].write_text(path[1], fh.getvalue())
+    else:
+        write_atomic(path, fh.getvalue().encode("utf-8"))
 
 
 def examples(result: SweepResult, per_class: int = 2) -> list[CaseResult]:
@@ -385,7 +438,9 @@ def examples(result: SweepResult, per_class: int = 2) -> list[CaseResult]:
     return out
 
 
-def plot_examples(result: SweepResult, path: Path, per_class: int = 2) -> None:
+def plot_examples(
+    result: SweepResult, path: Path | tuple[OutputDir, str], per_class: int = 2
+) -> None:
     """PNG of example batch-size trajectories, one panel per class (log scale)."""
     import matplotlib
 
@@ -422,5 +477,5 @@ def plot_examples(result: SweepResult, path: Path, per_class: int = 2) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

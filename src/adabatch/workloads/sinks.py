@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, shown
+from adabatch.urls import redact_url
 
 DB_SCHEMES = ("sqlite", "postgresql", "postgres")
 _PREFIX_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,40}$")
@@ -65,20 +66,26 @@ def parse_db_url(url: str) -> DbTarget:
     'postgresql'
     """
     if not isinstance(url, str) or not url.strip():
-        msg = f"database URL {url!r} is empty: allowed sqlite:///PATH or postgresql://..."
+        msg = (
+            f"database URL {shown(redact_url(url))} is empty: allowed sqlite:///PATH or "
+            "postgresql://..."
+        )
         raise AdabatchError(msg)
     scheme, sep, rest = url.strip().partition(":")
     scheme = scheme.lower()
     if not sep or scheme not in DB_SCHEMES:
         msg = (
-            f"database URL {url!r} has an unsupported scheme: allowed sqlite:///ABS_PATH, "
-            "sqlite:REL_PATH or postgresql://USER@HOST:PORT/DB"
+            f"database URL {shown(redact_url(url))} has an unsupported scheme: allowed "
+            "sqlite:///ABS_PATH, sqlite:REL_PATH or postgresql://USER@HOST:PORT/DB"
         )
         raise AdabatchError(msg)
     if scheme == "sqlite":
         path = "/" + rest.lstrip("/") if rest.startswith("///") else rest.removeprefix("//")
         if path in ("", "/") or path.endswith("/"):
-            msg = f"database URL {url!r} names no SQLite file: use sqlite:///ABS_PATH"
+            msg = (
+                f"database URL {shown(redact_url(url))} names no SQLite file: "
+                "use sqlite:///ABS_PATH"
+            )
             raise AdabatchError(msg)
         return DbTarget("sqlite", path)
     return DbTarget("postgresql", url.strip())
