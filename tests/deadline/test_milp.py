@@ -1,12 +1,20 @@
-"""The Sec. 3.2 MILP agrees with Function 1 on linear cost models."""
+"""The Sec. 3.2 MILP agrees with Function 1 on linear cost models, and every plan it
+reports is verified against its constraints."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from adabatch.cli import main
 from adabatch.deadline.cost import AggCostModel, LinearCost, MonotoneCost
-from adabatch.deadline.milp import plan_milp, solve_batches
+from adabatch.deadline.milp import MAX_MILP_BATCHES, check_plan, plan_milp, solve_batches
+from adabatch.deadline.schedule import Batch
 from adabatch.deadline.single import plan_problems, plan_single
 from adabatch.deadline.spec import QuerySpec, query_spec
 from adabatch.errors import AdabatchError
@@ -95,3 +103,74 @@ def test_milp_needs_a_linear_model() -> None:
     )  # fmt: skip
     with pytest.raises(AdabatchError, match="linear cost model"):
         plan_milp(spec)
+
+
+def huge_query() -> QuerySpec:
+    """1e12 tuples at 1e6/s over a 1e6 s window, 0.5 s of slack after it."""
+    return query_spec(
+        "big", window_start=0, window_end=1e6, deadline=1e6 + 0.5, rate=1e6,
+        total=10**12, cost=LinearCost(per_tuple=1e-9),
+    )  # fmt: skip
+
+
+def test_milp_at_1e12_tuples_meets_the_deadline() -> None:
+    spec = huge_query()
+    f1 = plan_single(spec)
+    assert f1.feasible and f1.num_batches == 3
+    plan = plan_milp(spec, max_batches=f1.num_batches)
+    assert plan.feasible
+    assert check_plan(spec, plan) == []
+    assert sum(plan.sizes) == 10**12
+    assert plan.completion is not None and plan.completion <= spec.deadline + 1e-6
+    assert plan.num_batches == f1.num_batches
+    assert plan.reason == ""  # the solver's own answer, verified: no fallback needed
+
+
+def test_the_checker_catches_a_corrupted_answer() -> None:
+    spec = paper_case(11)
+    good = plan_milp(spec, max_batches=10)
+    assert good.sizes == [4, 4, 2] and check_plan(spec, good) == []
+    b0, b1, b2 = good.batches
+
+    def corrupt(*batches: Batch, **fields: object) -> list[str]:
+        return check_plan(spec, dataclasses.replace(good, batches=batches, **fields))
+
+    late = [dataclasses.replace(b, start=b.start + 1, end=b.end + 1) for b in good.batches]
+    assert any("after the deadline" in p for p in corrupt(*late, completion=12.0))
+    assert any("hold 9 tuples" in p for p in corrupt(b0, b1, dataclasses.replace(b2, tuples=1)))
+    overlap = dataclasses.replace(b1, start=b1.start - 0.5, end=b1.end - 0.5)
+    assert any("before the previous one ends" in p for p in corrupt(b0, overlap, b2))
+    early = dataclasses.replace(b0, start=b0.start - 2.5, end=b0.end - 2.5)  # 4th arrives at 4
+    assert any("before its last tuple arrives" in p for p in corrupt(early, b1, b2))
+    assert any("reported cost" in p for p in corrupt(b0, b1, b2, cost=4.0))
+    cheap = dataclasses.replace(b1, cost=1.0)
+    assert any("does not match the model" in p for p in corrupt(b0, cheap, b2))
+    assert any("reported completion" in p for p in corrupt(b0, b1, b2, completion=10.0))
+    nan = dataclasses.replace(b2, start=math.nan)
+    assert any("non-finite" in p for p in corrupt(b0, b1, nan))
+    half = dataclasses.replace(b2, tuples=2.5)
+    assert any("not a whole number" in p for p in corrupt(b0, b1, half))
+    before_end = [
+        dataclasses.replace(b, start=b.start - 1.5, end=b.end - 1.5) for b in good.batches
+    ]
+    assert any("before the window end" in p for p in corrupt(*before_end, completion=10.5))
+
+
+def test_the_cli_reports_the_verified_milp_plan_at_1e12(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "big.yaml"
+    spec.write_text(
+        "queries:\n  - {id: big, window_start: 0, window_end: 1e6, deadline: 1000000.5,"
+        " rate: 1e6, total: 1e12, cost: {kind: linear, per_tuple: 1e-9}}\n",
+        encoding="utf-8",
+    )
+    assert main(["deadline", "plan", str(spec), "--method", "milp", "--json"]) == 0
+    (plan,) = json.loads(capsys.readouterr().out)
+    assert plan["feasible"] and plan["completion"] <= plan["deadline"] + 1e-6
+    assert sum(b["tuples"] for b in plan["batches"]) == 10**12
+
+
+def test_the_milp_search_is_bounded() -> None:
+    with pytest.raises(AdabatchError, match=f"from 1 to {MAX_MILP_BATCHES}"):
+        plan_milp(paper_case(11), max_batches=MAX_MILP_BATCHES + 1)

@@ -228,7 +228,7 @@ def test_malformed_queries_name_file_query_field_and_value(
         ("queries: []\n", "empty.yaml", ["'queries'", "non-empty list"]),
         ("- 1\n- 2\n", "list.yaml", ["mapping"]),
         (f"querys:\n  - {GOOD}\n", "typo.yaml", ["querys", "allowed"]),
-        (f"queries:\n  - {GOOD}\n  - {GOOD}\n", "dupe.yaml", ["unique", "'a'"]),
+        (f"queries:\n  - {GOOD}\n  - {GOOD}\n", "dupe.yaml", ["'queries[1].id'", "unique", "'a'"]),
         (f"scheduler: {{strategy: fifo}}\nqueries:\n  - {GOOD}\n", "s.yaml", ["'fifo'", "llf"]),
         (f"scheduler: {{rsf: -1}}\nqueries:\n  - {GOOD}\n", "r.yaml", ["rsf", "-1"]),
         (

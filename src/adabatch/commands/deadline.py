@@ -10,15 +10,19 @@ parser, as the ones here do.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
+import math
 from typing import Any
 
-from adabatch.deadline.milp import plan_milp
+from adabatch.commands.args import parse_bounded_int, parse_choice, parse_float
+from adabatch.deadline.milp import MAX_MILP_BATCHES, plan_milp
 from adabatch.deadline.schedule import QueryPlan
 from adabatch.deadline.simulate import compare, generate_scenario, result_table
 from adabatch.deadline.single import plan_single
 from adabatch.deadline.spec import (
+    MAX_TIME,
     STRATEGIES,
     TIME_TRIGGERS,
     load_scenario,
@@ -26,12 +30,42 @@ from adabatch.deadline.spec import (
     write_scenario,
 )
 from adabatch.errors import AdabatchError
+from adabatch.outputs import check_new_file
 
 NAME = "deadline"
 HELP = "deadline-aware intermittent query scheduling (plan, simulate, Spark runs)"
+TRIGGER_NOTE = (
+    "Time triggers (--time-trigger, multi-query): 'always' is the paper's rule (Sec. 4.4: "
+    "when a MinBatch is late, process what has arrived at its expected time); 'budget', "
+    "ours and the default, does so only while the query stays within its (1 + rsf) cost "
+    "bound or its deadline is at risk, because under slower input 'always' breaks that "
+    "bound (1.5x in our Fig. 11 VR3/VR4 runs, docs/deadline.md)."
+)
+
+METHODS = ("function1", "milp")
+MAX_QUERIES = 1000
+"""Most queries ``deadline generate`` draws (the paper's scenarios have 12)."""
+MAX_SEED = 2**32 - 1
+MAX_RSF = 100.0
+"""Largest resource slack factor (the paper uses 0.1 to 1)."""
+MAX_NOISE = 10.0
+"""Largest lognormal sigma of the simulated cost noise (e^10: a batch 22,000 times its model)."""
+MAX_DELTA = 1000.0
+"""Largest deadline factor of ``generate`` (the paper uses 0.2 to 2)."""
+
+
+def _seed(text: str) -> int:
+    return parse_bounded_int(text, "--seed", 0, MAX_SEED)
+
+
+def _c_max(text: str, *, allow_inf: bool) -> float:
+    if allow_inf and text.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    return parse_float(text, "--c-max", 0.0, MAX_TIME, open_low=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = TRIGGER_NOTE
     sub = parser.add_subparsers(dest="deadline_command", metavar="SUBCOMMAND", required=True)
 
     plan = sub.add_parser(
@@ -47,9 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     plan.add_argument("--json", action="store_true", help="print one JSON object per query")
     plan.add_argument(
         "--method",
-        choices=("function1", "milp"),
         default="function1",
-        help="Function 1 (any cost model, default) or the Sec. 3.2 MILP (linear models)",
+        help="function1 (any cost model, default) or milp (the Sec. 3.2 MILP, linear models; "
+        "its plan is verified, and Function 1's replaces one that fails)",
     )
     plan.add_argument(
         "--ahead",
@@ -72,13 +106,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("scenario", help="spec file with queries and an optional scheduler table")
     sim.add_argument(
         "--strategy",
-        choices=(*STRATEGIES, "all"),
         default=None,
-        help="queue order (default: the file's scheduler.strategy, else llf); all = each",
+        help=f"{', '.join(STRATEGIES)} or all (default: the file's scheduler.strategy, else "
+        "llf); all = each",
     )
-    sim.add_argument("--rsf", type=float, default=None, help="resource slack factor δ_RSF")
+    sim.add_argument("--rsf", default=None, help=f"resource slack factor δ_RSF, 0 to {MAX_RSF:g}")
     sim.add_argument(
-        "--c-max", type=float, default=None, help="max seconds of one MinBatch (C_max)"
+        "--c-max", default=None, help="max seconds of one MinBatch (C_max, > 0, or inf)"
     )
     sim.add_argument(
         "--no-min-batch",
@@ -87,15 +121,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     sim.add_argument(
         "--time-trigger",
-        choices=TIME_TRIGGERS,
         default=None,
         help=(
-            "late MinBatch: process what arrived while within the (1+rsf) cost bound or "
-            "when the deadline is at risk (budget, default) or always (the paper's Sec. 4.4)"
+            "late MinBatch: budget (ours, the default: process what arrived only while within "
+            "the (1+rsf) cost bound or when the deadline is at risk) or always (the paper's "
+            "Sec. 4.4 rule, which exceeds the bound under slower input)"
         ),
     )
-    sim.add_argument("--noise", type=float, default=0.0, help="lognormal sigma on every batch cost")
-    sim.add_argument("--seed", type=int, default=0, help="seed of the cost noise")
+    sim.add_argument(
+        "--noise", default="0", help=f"lognormal sigma on every batch cost, 0 to {MAX_NOISE:g}"
+    )
+    sim.add_argument("--seed", default="0", help=f"seed of the cost noise, 0 to {MAX_SEED}")
     sim.add_argument("--json", action="store_true", help="print JSON instead of tables")
     sim.set_defaults(deadline_run=run_simulate)
 
@@ -109,13 +145,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     gen.add_argument("out", help="scenario file to write (.yaml or .json)")
-    gen.add_argument("--queries", type=int, default=12, help="number of queries")
-    gen.add_argument("--delta", type=float, default=1.0, help="deadline factor (1 = 1D)")
-    gen.add_argument("--seed", type=int, default=0, help="random seed")
+    gen.add_argument("--queries", default="12", help=f"number of queries, 1 to {MAX_QUERIES}")
+    gen.add_argument(
+        "--delta", default="1", help=f"deadline factor (1 = 1D), > 0 and <= {MAX_DELTA:g}"
+    )
+    gen.add_argument("--seed", default="0", help=f"random seed, 0 to {MAX_SEED}")
     gen.add_argument("--same-window", action="store_true", help="one window for all queries")
-    gen.add_argument("--rsf", type=float, default=0.5, help="resource slack factor δ_RSF")
-    gen.add_argument("--c-max", type=float, default=30.0, help="C_max in seconds")
-    gen.add_argument("--strategy", choices=STRATEGIES, default="llf", help="queue order")
+    gen.add_argument("--rsf", default="0.5", help=f"resource slack factor δ_RSF, 0 to {MAX_RSF:g}")
+    gen.add_argument("--c-max", default="30", help="C_max in seconds (> 0)")
+    gen.add_argument("--strategy", default="llf", help=f"queue order: {', '.join(STRATEGIES)}")
+    gen.add_argument("--force", action="store_true", help="replace OUT if it exists")
     gen.set_defaults(deadline_run=run_generate)
 
     try:
@@ -136,12 +175,17 @@ def _fmt(value: float | None) -> str:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    method = parse_choice(args.method, "--method", METHODS)
     specs = load_specs(args.spec)
     plans: list[QueryPlan] = []
     for spec in specs:
         plan = plan_single(spec, ahead=args.ahead)
-        if args.method == "milp" and plan.feasible:
-            plan = plan_milp(spec, max_batches=max(plan.num_batches, 1))
+        if method == "milp" and plan.feasible:
+            if plan.num_batches <= MAX_MILP_BATCHES:
+                plan = plan_milp(spec, max_batches=plan.num_batches)
+            else:  # fewer batches than Function 1 is infeasible for a linear model
+                why = f"the MILP tries at most {MAX_MILP_BATCHES} batches; Function 1's plan"
+                plan = dataclasses.replace(plan, reason=why)
         plans.append(plan)
     if args.json:
         print(json.dumps([p.to_json() for p in plans], indent=2))
@@ -180,17 +224,26 @@ def _print_plan(plan: QueryPlan) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    strategy = None if args.strategy in (None, "all") else args.strategy
+    chosen = None
+    if args.strategy is not None:
+        chosen = parse_choice(args.strategy, "--strategy", (*STRATEGIES, "all"))
+    trigger = None
+    if args.time_trigger is not None:
+        trigger = parse_choice(args.time_trigger, "--time-trigger", TIME_TRIGGERS)
+    rsf = None if args.rsf is None else parse_float(args.rsf, "--rsf", 0.0, MAX_RSF)
+    c_max = None if args.c_max is None else _c_max(args.c_max, allow_inf=True)
+    noise = parse_float(args.noise, "--noise", 0.0, MAX_NOISE)
+    seed = _seed(args.seed)
     scenario = load_scenario(
         args.scenario,
-        strategy=strategy,
-        rsf=args.rsf,
-        c_max=args.c_max,
+        strategy=None if chosen == "all" else chosen,
+        rsf=rsf,
+        c_max=c_max,
         min_batch=False if args.no_min_batch else None,
-        time_trigger=args.time_trigger,
+        time_trigger=trigger,
     )
-    strategies = STRATEGIES if args.strategy == "all" else (scenario.strategy,)
-    comparison = compare(scenario, strategies, noise=args.noise, seed=args.seed)
+    strategies = STRATEGIES if chosen == "all" else (scenario.strategy,)
+    comparison = compare(scenario, strategies, noise=noise, seed=seed)
     results, feasibility = comparison.results, comparison.feasibility
     if args.json:
         out: dict[str, Any] = {
@@ -199,7 +252,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             "results": {k: v.to_json() for k, v in results.items()},
         }
         print(json.dumps(out, indent=2))
-        return 0
+        return _missed(results)
     verdict = "passes" if feasibility.feasible else "fails"
     print(
         f"MinBatch schedulability test (rsf {scenario.rsf:g}, c_max {scenario.c_max:g}): "
@@ -210,19 +263,37 @@ def run_simulate(args: argparse.Namespace) -> int:
         for line in result_table(result):
             print(line)
         print()
+    return _missed(results)
+
+
+def _missed(results: dict[str, Any]) -> int:
+    """0 when every deadline was met; else one line naming the misses (exit 2, as
+    ``plan`` does for an infeasible deadline)."""
+    missed = {name: r.missed for name, r in results.items() if not r.all_met}
+    if missed:
+        details = "; ".join(f"{name}: {', '.join(ids)}" for name, ids in missed.items())
+        msg = f"deadlines missed under {len(missed)} of {len(results)} strategies ({details})"
+        raise AdabatchError(msg)
     return 0
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    queries = parse_bounded_int(args.queries, "--queries", 1, MAX_QUERIES)
+    delta = parse_float(args.delta, "--delta", 0.0, MAX_DELTA, open_low=True)
+    seed = _seed(args.seed)
+    rsf = parse_float(args.rsf, "--rsf", 0.0, MAX_RSF)
+    c_max = _c_max(args.c_max, allow_inf=False)
+    strategy = parse_choice(args.strategy, "--strategy", STRATEGIES)
+    check_new_file(args.out, "scenario file", force=args.force)  # before the work
     scenario = generate_scenario(
-        args.queries,
-        args.delta,
-        seed=args.seed,
-        rsf=args.rsf,
-        c_max=args.c_max,
-        strategy=args.strategy,
+        queries,
+        delta,
+        seed=seed,
+        rsf=rsf,
+        c_max=c_max,
+        strategy=strategy,
         same_window=args.same_window,
     )
-    path = write_scenario(scenario, args.out)
+    path = write_scenario(scenario, args.out, force=args.force)
     print(f"wrote {len(scenario.queries)} queries to {path}")
     return 0

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from adabatch.errors import AdabatchError
+from adabatch.deadline.cost import MAX_TUPLES
+from adabatch.errors import AdabatchError, shown
 from adabatch.profiles import RateProfile
 
 
@@ -46,8 +47,8 @@ class ArrivalModel(Protocol):
 
 
 def _check_total(total: int) -> None:
-    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-        msg = f"total tuples = {total!r}: allowed an integer >= 1"
+    if isinstance(total, bool) or not isinstance(total, int) or not 1 <= total <= MAX_TUPLES:
+        msg = f"total tuples = {shown(total)}: allowed an integer from 1 to {MAX_TUPLES}"
         raise AdabatchError(msg)
 
 
@@ -92,7 +93,7 @@ class ProfileArrival:
     def __post_init__(self) -> None:
         _check_total(self.total)
         if not math.isfinite(self.profile.arrival_time(float(self.total - 1))):
-            msg = f"profile {self.profile.spec!r} never delivers {self.total} tuples"
+            msg = f"profile {shown(self.profile.spec)} never delivers {self.total} tuples"
             raise AdabatchError(msg)
 
     def input_time(self, n: int) -> float:
@@ -132,7 +133,7 @@ class TraceArrival:
                 msg = f"arrival trace row {i}: time {t!r} must be finite and increase strictly"
                 raise AdabatchError(msg)
             if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-                msg = f"arrival trace row {i}: count {c!r} must be an integer >= 1"
+                msg = f"arrival trace row {i}: count {shown(c)} must be an integer >= 1"
                 raise AdabatchError(msg)
         cumulative: list[int] = []
         running = 0
@@ -140,6 +141,7 @@ class TraceArrival:
             running += c
             cumulative.append(running)
         object.__setattr__(self, "_cumulative", tuple(cumulative))
+        _check_total(running)
 
     @property
     def total(self) -> int:
@@ -166,13 +168,13 @@ def trace_from_rows(rows: Sequence[Sequence[float]], where: str) -> TraceArrival
     counts: list[int] = []
     for i, row in enumerate(rows):
         if not isinstance(row, list | tuple) or len(row) != 2:
-            msg = f"{where} row {i} = {row!r}: allowed [time_s, count]"
+            msg = f"{where} row {i} = {shown(row)}: allowed [time_s, count]"
             raise AdabatchError(msg)
         t, c = row
         if isinstance(c, float) and c.is_integer():
             c = int(c)
         if isinstance(t, bool) or not isinstance(t, int | float):
-            msg = f"{where} row {i}: time {t!r} is not a number"
+            msg = f"{where} row {i}: time {shown(t)} is not a number"
             raise AdabatchError(msg)
         times.append(float(t))
         counts.append(c)  # type: ignore[arg-type]

@@ -8,15 +8,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-from pathlib import Path
 from typing import Any
 
-from adabatch.deadline.spec import TIME_TRIGGERS
+from adabatch.commands.args import parse_bounded_int, parse_choice, parse_float
+from adabatch.deadline.spec import MAX_TIME, STRATEGIES, TIME_TRIGGERS
 from adabatch.deadline.tpch import DEFAULT_RATE, DEFAULT_SCALE_FACTOR, DEFAULT_SLOTS
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, shown
+from adabatch.outputs import open_output
 
 DEFAULT_DATA = "runs/deadline-data"
+
+MAX_SCALE_FACTOR = 100.0
+"""Largest TPC-H scale factor (SF 100: about 100 GB of tables)."""
+MAX_SLOTS = 100_000
+"""Most landing files per stream (and slots per profiled batch)."""
+MAX_SLOT_RATE = 1e6
+"""Most slots landing per second."""
+MAX_LIST = 64
+"""Most values in a comma-separated option (--sizes, --factors)."""
+MAX_SEGMENTS = 16
+"""Most segments of the piecewise-linear cost fit."""
+MAX_FACTOR = 1000.0
+"""Largest deadline factor, cost margin and time scale."""
 
 
 def _data_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,39 +37,49 @@ def _data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--data", default=DEFAULT_DATA, help="data directory (tables, landing)")
     group.add_argument(
         "--sf",
-        type=float,
-        default=DEFAULT_SCALE_FACTOR,
-        help=f"TPC-H scale factor (default {DEFAULT_SCALE_FACTOR:g})",
+        default=str(DEFAULT_SCALE_FACTOR),
+        help=f"TPC-H scale factor, > 0 and <= {MAX_SCALE_FACTOR:g} (default "
+        f"{DEFAULT_SCALE_FACTOR:g})",
     )
     group.add_argument(
         "--slots",
-        type=int,
-        default=DEFAULT_SLOTS,
-        help=f"landing files per stream ({DEFAULT_SLOTS})",
+        default=str(DEFAULT_SLOTS),
+        help=f"landing files per stream, 1 to {MAX_SLOTS} ({DEFAULT_SLOTS})",
     )
     group.add_argument(
         "--rate",
-        type=float,
-        default=DEFAULT_RATE,
-        help=f"slots landing per second ({DEFAULT_RATE:g})",
+        default=str(DEFAULT_RATE),
+        help=f"slots landing per second, > 0 and <= {MAX_SLOT_RATE:g} ({DEFAULT_RATE:g})",
     )
     group.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
 
 
-def _csv_ints(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        msg = f"{text!r} is not a comma-separated list of integers"
-        raise argparse.ArgumentTypeError(msg) from None
+def _csv_items(text: str, what: str) -> list[str]:
+    """The non-empty comma-separated items of ``text``: at least one, at most ``MAX_LIST``."""
+    items = [v.strip() for v in text.split(",") if v.strip()]
+    if not 1 <= len(items) <= MAX_LIST:
+        msg = f"{what} {shown(text)}: allowed 1 to {MAX_LIST} comma-separated values"
+        raise AdabatchError(msg)
+    return items
 
 
-def _csv_floats(text: str) -> list[float]:
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        msg = f"{text!r} is not a comma-separated list of numbers"
-        raise argparse.ArgumentTypeError(msg) from None
+def _csv_ints(text: str, what: str, low: int, high: int) -> list[int]:
+    return [parse_bounded_int(v, what, low, high) for v in _csv_items(text, what)]
+
+
+def _csv_floats(text: str, what: str, high: float) -> list[float]:
+    return [parse_float(v, what, 0.0, high, open_low=True) for v in _csv_items(text, what)]
+
+
+def _factor(text: str, what: str, low: float = 0.0, *, open_low: bool = True) -> float:
+    return parse_float(text, what, low, MAX_FACTOR, open_low=open_low)
+
+
+def _check_data(args: argparse.Namespace) -> None:
+    """Validate the landing-data options in place (strings to numbers), before any work."""
+    args.sf = parse_float(args.sf, "--sf", 0.0, MAX_SCALE_FACTOR, open_low=True)
+    args.slots = parse_bounded_int(args.slots, "--slots", 1, MAX_SLOTS)
+    args.rate = parse_float(args.rate, "--rate", 0.0, MAX_SLOT_RATE, open_low=True)
 
 
 def add_subcommands(sub: Any) -> None:
@@ -76,8 +99,12 @@ def add_subcommands(sub: Any) -> None:
         ),
     )
     prof.add_argument("--query", action="append", required=True, help=f"one of {names}")
-    prof.add_argument("--sizes", type=_csv_ints, default=None, help="batch sizes in slots")
-    prof.add_argument("--segments", type=int, default=2, help="segments of the batch-cost fit")
+    prof.add_argument(
+        "--sizes", default=None, help=f"batch sizes in slots (comma-separated, 1 to {MAX_SLOTS})"
+    )
+    prof.add_argument(
+        "--segments", default="2", help=f"segments of the batch-cost fit, 1 to {MAX_SEGMENTS}"
+    )
     prof.add_argument("--out", default="runs/deadline-profiles", help="output directory")
     _data_arguments(prof)
     prof.set_defaults(deadline_run=run_profile)
@@ -97,17 +124,25 @@ def add_subcommands(sub: Any) -> None:
     run.add_argument("spec", nargs="?", help="spec file (.yaml/.toml) for the landing data")
     run.add_argument("--query", help=f"one of {names} (instead of SPEC)")
     run.add_argument("--profile", help="profile JSON of --query (adabatch deadline profile)")
-    run.add_argument("--deadline-factor", type=float, default=1.0, help="deadline in units of D")
-    run.add_argument("--margin", type=float, default=1.25, help="cost model margin for planning")
+    run.add_argument(
+        "--deadline-factor",
+        default="1",
+        help=f"deadline in units of D, > 0 and <= {MAX_FACTOR:g}",
+    )
+    run.add_argument(
+        "--margin", default="1.25", help=f"cost model margin for planning, 1 to {MAX_FACTOR:g}"
+    )
     run.add_argument("--multi", action="store_true", help="multi-query scheduler (Sec. 4)")
     run.add_argument("--strategy", default=None, help="llf, edf, sjf or rr (with --multi)")
     run.add_argument(
         "--time-trigger",
-        choices=TIME_TRIGGERS,
         default=None,
-        help="budget (default) or always: when a late MinBatch runs on time (with --multi)",
+        help="budget (ours, the default) or always (the paper's Sec. 4.4 rule): when a late "
+        "MinBatch runs on time (with --multi)",
     )
-    run.add_argument("--time-scale", type=float, default=1.0, help="real s per spec second")
+    run.add_argument(
+        "--time-scale", default="1", help=f"real s per spec second, > 0 and <= {MAX_FACTOR:g}"
+    )
     run.add_argument("--no-check", action="store_true", help="skip the DuckDB comparison")
     run.add_argument("--out", default="runs/deadline-run", help="output directory")
     run.add_argument("--json", action="store_true", help="print JSON")
@@ -131,8 +166,10 @@ def add_subcommands(sub: Any) -> None:
         default=None,
         help="default, available-now or processing:SECONDS (repeatable; default: default)",
     )
-    base.add_argument("--deadline", type=float, default=None, help="deadline (spec seconds)")
-    base.add_argument("--time-scale", type=float, default=1.0, help="real s per spec second")
+    base.add_argument("--deadline", default=None, help="deadline (spec seconds)")
+    base.add_argument(
+        "--time-scale", default="1", help=f"real s per spec second, > 0 and <= {MAX_FACTOR:g}"
+    )
     base.add_argument("--out", default="runs/deadline-baseline", help="output directory")
     base.add_argument("--json", action="store_true", help="print JSON")
     _data_arguments(base)
@@ -152,8 +189,12 @@ def add_subcommands(sub: Any) -> None:
     bench.add_argument("--out", default="runs/deadline-bench", help="output directory")
     bench.add_argument("--docs", default=None, help="also write the report here (docs/deadline.md)")
     bench.add_argument("--queries", default=None, help=f"comma-separated subset of {names}")
-    bench.add_argument("--factors", type=_csv_floats, default=None, help="deadline factors")
-    bench.add_argument("--margin", type=float, default=None, help="cost model margin")
+    bench.add_argument(
+        "--factors",
+        default=None,
+        help=f"deadline factors (comma-separated, each > 0 and <= {MAX_FACTOR:g})",
+    )
+    bench.add_argument("--margin", default=None, help=f"cost model margin, 1 to {MAX_FACTOR:g}")
     bench.add_argument("--skip", default="", help="sections to skip: single,baseline,multi")
     bench.add_argument(
         "--resume",
@@ -187,21 +228,28 @@ def run_profile(args: argparse.Namespace) -> int:
     from adabatch.deadline.queries import get_query
 
     queries = [get_query(q).name for q in args.query]
+    if args.sizes is not None:
+        args.sizes = _csv_ints(args.sizes, "--sizes", 1, MAX_SLOTS)
+    args.segments = parse_bounded_int(args.segments, "--segments", 1, MAX_SEGMENTS)
+    _check_data(args)
     manifest = _manifest(args)
     spark = _spark(args)
-    out = Path(args.out)
-    for name in queries:
-        profile = profile_query(
-            spark, manifest, name, out / "work" / name, sizes=args.sizes, segments=args.segments
-        )
-        path = profile.save(out / f"{name}.json")
-        points = ", ".join(f"[{x:g}, {y:.3f}]" for x, y in profile.cost.breakpoints)
-        print(f"{name}: one batch {profile.single_batch_cost:.3f} s; cost {points}; wrote {path}")
-        for p in profile.sweep:
-            print(
-                f"    {p.batches:>4} batches of {p.slots:>4} slots: total {p.total_seconds:8.3f} s"
-                f"  final {p.final_seconds:6.3f} s"
+    with open_output(args.out) as od:  # one writer per directory
+        out = od.root
+        for name in queries:
+            profile = profile_query(
+                spark, manifest, name, out / "work" / name, sizes=args.sizes, segments=args.segments
             )
+            path = profile.save(out / f"{name}.json")
+            points = ", ".join(f"[{x:g}, {y:.3f}]" for x, y in profile.cost.breakpoints)
+            print(
+                f"{name}: one batch {profile.single_batch_cost:.3f} s; cost {points}; wrote {path}"
+            )
+            for p in profile.sweep:
+                print(
+                    f"    {p.batches:>4} batches of {p.slots:>4} slots: "
+                    f"total {p.total_seconds:8.3f} s  final {p.final_seconds:6.3f} s"
+                )
     return 0
 
 
@@ -227,46 +275,58 @@ def run_run(args: argparse.Namespace) -> int:
     if (args.spec is None) == (args.query is None):
         msg = "give a SPEC file or --query (with --profile), not both or neither"
         raise AdabatchError(msg)
-    manifest = _manifest(args)
+    # every input is checked before the TPC-H data is built
+    factor = _factor(args.deadline_factor, "--deadline-factor")
+    margin = _factor(args.margin, "--margin", 1.0, open_low=False)
+    args.time_scale = _factor(args.time_scale, "--time-scale")
+    strategy = None
+    if args.strategy is not None:
+        strategy = parse_choice(args.strategy, "--strategy", STRATEGIES)
+    trigger = None
+    if args.time_trigger is not None:
+        trigger = parse_choice(args.time_trigger, "--time-trigger", TIME_TRIGGERS)
+    _check_data(args)
     if args.query is not None:
         if args.profile is None:
             msg = "--query needs --profile PATH (written by `adabatch deadline profile`)"
             raise AdabatchError(msg)
-        if not (math.isfinite(args.deadline_factor) and args.deadline_factor > 0):
-            msg = f"--deadline-factor = {args.deadline_factor!r}: allowed a number > 0"
-            raise AdabatchError(msg)
         profile = load_profile(args.profile)
         if profile.query != args.query.lower():
-            msg = f"profile {args.profile!r} is for {profile.query!r}, not {args.query!r}"
+            msg = (
+                f"profile {shown(args.profile)} is for {shown(profile.query)}, not "
+                f"{shown(args.query)}"
+            )
             raise AdabatchError(msg)
-        deadline = manifest.window_end + args.deadline_factor * profile.single_batch_cost
+        manifest = _manifest(args)
+        deadline = manifest.window_end + factor * profile.single_batch_cost
         spec = spec_for(
             manifest,
             profile.query,
             deadline=deadline,
-            cost=with_margin(profile.cost, args.margin),
-            agg_cost=agg_with_margin(profile.agg_cost, args.margin),
+            cost=with_margin(profile.cost, margin),
+            agg_cost=agg_with_margin(profile.agg_cost, margin),
         )
         scenario = Scenario((spec,))
     else:
-        overrides = {"strategy": args.strategy, "time_trigger": args.time_trigger}
-        scenario = load_scenario(args.spec, **overrides)
+        scenario = load_scenario(args.spec, strategy=strategy, time_trigger=trigger)
+        manifest = _manifest(args)
     spark = _spark(args)
-    out = Path(args.out)
     check = not args.no_check
-    if args.multi:
-        result, runs = run_multi(
-            spark, manifest, scenario, out, time_scale=args.time_scale, check=check
-        )
-        payload: Any = {"result": result.to_json(), "queries": [r.to_json() for r in runs]}
-    else:
-        runs = [
-            run_single(
-                spark, manifest, spec, out / spec.id, time_scale=args.time_scale, check=check
+    with open_output(args.out) as od:  # one writer per directory
+        out = od.root
+        if args.multi:
+            result, runs = run_multi(
+                spark, manifest, scenario, out, time_scale=args.time_scale, check=check
             )
-            for spec in scenario.queries
-        ]
-        payload = [r.to_json() for r in runs]
+            payload: Any = {"result": result.to_json(), "queries": [r.to_json() for r in runs]}
+        else:
+            runs = [
+                run_single(
+                    spark, manifest, spec, out / spec.id, time_scale=args.time_scale, check=check
+                )
+                for spec in scenario.queries
+            ]
+            payload = [r.to_json() for r in runs]
     if args.json:
         print(json.dumps(payload, indent=1))
     else:
@@ -285,24 +345,28 @@ def run_baseline(args: argparse.Namespace) -> int:
 
     queries = [get_query(q).name for q in args.query]
     triggers = [Trigger.parse(t) for t in (args.trigger or ["default"])]
+    if args.deadline is not None:
+        args.deadline = parse_float(args.deadline, "--deadline", -MAX_TIME, MAX_TIME)
+    args.time_scale = _factor(args.time_scale, "--time-scale")
+    _check_data(args)
     manifest = _manifest(args)
     spark = _spark(args)
-    out = Path(args.out)
     runs = []
-    for name in queries:
-        for trig in triggers:
-            label = trig.label.replace(":", "-")
-            runs.append(
-                run_streaming(
-                    spark,
-                    manifest,
-                    name,
-                    trig,
-                    out / name / label,
-                    deadline=args.deadline,
-                    time_scale=args.time_scale,
+    with open_output(args.out) as od:  # one writer per directory
+        for name in queries:
+            for trig in triggers:
+                label = trig.label.replace(":", "-")
+                runs.append(
+                    run_streaming(
+                        spark,
+                        manifest,
+                        name,
+                        trig,
+                        od.mkdir(name) / label,
+                        deadline=args.deadline,
+                        time_scale=args.time_scale,
+                    )
                 )
-            )
     if args.json:
         print(json.dumps([r.to_json() for r in runs], indent=1))
         return 0
@@ -321,7 +385,13 @@ def run_baseline(args: argparse.Namespace) -> int:
 def run_bench(args: argparse.Namespace) -> int:
     from adabatch.deadline.bench import bench_config, rerender, run_bench_config
 
+    if args.factors is not None:
+        args.factors = _csv_floats(args.factors, "--factors", MAX_FACTOR)
+    if args.margin is not None:
+        args.margin = _factor(args.margin, "--margin", 1.0, open_low=False)
+    _check_data(args)
     config = bench_config(args)
-    report = rerender(config) if args.report_only else run_bench_config(config)
+    with open_output(config.out):  # one writer per directory
+        report = rerender(config) if args.report_only else run_bench_config(config)
     print(f"wrote {report}")
     return 0

@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from scipy.optimize import nnls
 
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, shown
 
 TIME_EPS = 1e-9
 """Seconds: two times closer than this are equal (float rounding, not a model parameter)."""
@@ -61,15 +61,26 @@ class CostModel(Protocol):
 
 def _check_number(value: Any, what: str, *, low: float = 0.0, open_low: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        msg = f"{what} = {value!r} is not a number: allowed a finite number >= {low:g}"
+        msg = f"{what} = {shown(value)} is not a number: allowed a finite number >= {low:g}"
         raise AdabatchError(msg)
     number = float(value)
     bad = not math.isfinite(number) or (number <= low if open_low else number < low)
     if bad:
         rel = ">" if open_low else ">="
-        msg = f"{what} = {value!r} is out of range: allowed a finite number {rel} {low:g}"
+        msg = f"{what} = {shown(value)} is out of range: allowed a finite number {rel} {low:g}"
         raise AdabatchError(msg)
     return number
+
+
+def _numeric(value: Any) -> Any:
+    """A numeric string of a spec file (``"1e-9"``; YAML 1.1 reads ``1e-9`` as one) as a
+    float; anything else unchanged."""
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return value
+    return value
 
 
 def tuples_within_by_bisection(model: CostModel, duration_s: float) -> int:
@@ -146,7 +157,7 @@ class PiecewiseLinearCost:
         object.__setattr__(self, "breakpoints", points)
         if len(points) < 2:
             msg = (
-                f"piecewise cost breakpoints = {list(points)!r}: "
+                f"piecewise cost breakpoints = {shown(list(points))}: "
                 "allowed at least two [tuples, seconds] pairs"
             )
             raise AdabatchError(msg)
@@ -219,7 +230,7 @@ class PiecewiseLinearCost:
             msg = f"piecewise fit needs equally long sizes and seconds, got {x.shape}, {y.shape}"
             raise AdabatchError(msg)
         if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
-            msg = f"piecewise fit segments = {segments!r}: allowed an integer >= 1"
+            msg = f"piecewise fit segments = {shown(segments)}: allowed an integer >= 1"
             raise AdabatchError(msg)
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))) or np.any(x < 0):
             msg = "piecewise fit needs finite sizes >= 0 and finite seconds"
@@ -272,6 +283,9 @@ class PiecewiseLinearCost:
         return cls(tuple(points))
 
 
+MAX_EXPR_CHARS = 500
+"""Longest cost expression: a formula, not a program (deep nesting would exhaust the stack)."""
+
 _EXPR_FUNCS: dict[str, Callable[..., float]] = {
     "log": math.log,
     "log2": math.log2,
@@ -294,10 +308,15 @@ _EXPR_OPS: dict[type, Callable[..., float]] = {
 
 def _compile_expr(text: str) -> Callable[[float], float]:
     """A safe evaluator for arithmetic in ``n`` (numbers, + - * / **, log, sqrt, ...)."""
+    if len(text) > MAX_EXPR_CHARS:
+        msg = (
+            f"cost expr {shown(text)} has {len(text)} characters: allowed at most {MAX_EXPR_CHARS}"
+        )
+        raise AdabatchError(msg)
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError:
-        msg = f"cost expr {text!r} is not an arithmetic expression in n"
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        msg = f"cost expr {shown(text)} is not an arithmetic expression in n"
         raise AdabatchError(msg) from None
 
     def check(node: ast.AST) -> None:
@@ -322,10 +341,14 @@ def _compile_expr(text: str) -> Callable[[float], float]:
                 check(arg)
         else:
             allowed = "numbers, n, + - * / **, " + ", ".join(_EXPR_FUNCS)
-            msg = f"cost expr {text!r} uses {ast.dump(node)[:40]}...: allowed {allowed}"
+            msg = f"cost expr {shown(text)} uses {ast.dump(node)[:40]}...: allowed {allowed}"
             raise AdabatchError(msg)
 
-    check(tree)
+    try:
+        check(tree)
+    except RecursionError:
+        msg = f"cost expr {shown(text)} is nested too deeply"
+        raise AdabatchError(msg) from None
 
     def evaluate(node: ast.AST, n: float) -> float:
         if isinstance(node, ast.Expression):
@@ -375,13 +398,15 @@ class MonotoneCost:
             try:
                 value = self.cost(n)
             except (ArithmeticError, ValueError):
-                msg = f"monotone cost {what!r} cannot be evaluated at n = {n}"
+                msg = f"monotone cost {shown(what)} cannot be evaluated at n = {n}"
                 raise AdabatchError(msg) from None
             if not math.isfinite(value) or value < 0:
-                msg = f"monotone cost {what!r} at n = {n} is {value!r}: allowed finite >= 0"
+                msg = (
+                    f"monotone cost {shown(what)} at n = {n} is {shown(value)}: allowed finite >= 0"
+                )
                 raise AdabatchError(msg)
             if value < prev - TIME_EPS:
-                msg = f"monotone cost {what!r} decreases at n = {n}: allowed non-decreasing"
+                msg = f"monotone cost {shown(what)} decreases at n = {n}: allowed non-decreasing"
                 raise AdabatchError(msg)
             prev = value
 
@@ -405,7 +430,7 @@ COST_KINDS = ("linear", "piecewise", "expr")
 def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> CostModel:
     """The cost model of a JSON object (``kind`` = linear, piecewise or expr)."""
     if not isinstance(data, Mapping):
-        msg = f"{where} = {data!r}: allowed an object with kind one of {', '.join(COST_KINDS)}"
+        msg = f"{where} = {shown(data)}: allowed an object with kind one of {', '.join(COST_KINDS)}"
         raise AdabatchError(msg)
     kind = data.get("kind")
     fields = {
@@ -414,7 +439,7 @@ def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> CostModel:
         "expr": {"kind", "expr"},
     }
     if kind not in fields:
-        msg = f"{where} kind = {kind!r}: allowed one of {', '.join(COST_KINDS)}"
+        msg = f"{where} kind = {shown(kind)}: allowed one of {', '.join(COST_KINDS)}"
         raise AdabatchError(msg)
     unknown = sorted(set(data) - fields[kind])
     if unknown:
@@ -426,8 +451,8 @@ def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> CostModel:
                 msg = f"{where} (linear) needs per_tuple (seconds per tuple, > 0)"
                 raise AdabatchError(msg)
             return LinearCost(
-                _check_number(data["per_tuple"], "per_tuple", open_low=True),
-                _check_number(data.get("overhead", 0.0), "overhead"),
+                _check_number(_numeric(data["per_tuple"]), "per_tuple", open_low=True),
+                _check_number(_numeric(data.get("overhead", 0.0)), "overhead"),
             )
         if kind == "piecewise":
             points = data.get("breakpoints")
@@ -435,14 +460,17 @@ def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> CostModel:
                 isinstance(p, list | tuple) and len(p) == 2 for p in points
             )
             if not ok:
-                msg = f"{where} breakpoints = {points!r}: allowed a list of [tuples, seconds]"
+                msg = f"{where} breakpoints = {shown(points)}: allowed a list of [tuples, seconds]"
                 raise AdabatchError(msg)
             return PiecewiseLinearCost(
-                tuple((_check_number(a, "tuples"), _check_number(b, "seconds")) for a, b in points)
+                tuple(
+                    (_check_number(_numeric(a), "tuples"), _check_number(_numeric(b), "seconds"))
+                    for a, b in points
+                )
             )
         expr = data.get("expr")
         if not isinstance(expr, str):
-            msg = f"{where} expr = {expr!r}: allowed a string in n, e.g. '0.5 + 0.01 * n'"
+            msg = f"{where} expr = {shown(expr)}: allowed a string in n, e.g. '0.5 + 0.01 * n'"
             raise AdabatchError(msg)
         return MonotoneCost(expr=expr)
     except AdabatchError as exc:
@@ -469,8 +497,9 @@ class AggCostModel:
 
     def __post_init__(self) -> None:
         _check_number(self.per_group, "aggregation per_group")
-        if isinstance(self.groups, bool) or not isinstance(self.groups, int) or self.groups < 0:
-            msg = f"aggregation groups = {self.groups!r}: allowed an integer >= 0"
+        groups = self.groups
+        if isinstance(groups, bool) or not isinstance(groups, int) or not 0 <= groups <= MAX_TUPLES:
+            msg = f"aggregation groups = {shown(groups)}: allowed an integer from 0 to {MAX_TUPLES}"
             raise AdabatchError(msg)
 
     def cost(self, batches: int) -> float:
@@ -505,7 +534,7 @@ def agg_cost_from_json(data: Mapping[str, Any] | None, where: str = "agg_cost") 
     if data is None:
         return NO_AGG
     if not isinstance(data, Mapping):
-        msg = f"{where} = {data!r}: allowed an object with kind one of none, linear, piecewise"
+        msg = f"{where} = {shown(data)}: allowed an object with kind one of none, linear, piecewise"
         raise AdabatchError(msg)
     rest = {k: v for k, v in data.items() if k not in ("per_group", "groups")}
     if rest.get("kind") == "linear" and "per_batch" in rest:
@@ -514,8 +543,8 @@ def agg_cost_from_json(data: Mapping[str, Any] | None, where: str = "agg_cost") 
             msg = f"{where}: give per_batch or per_tuple, not both"
             raise AdabatchError(msg)
         rest["per_tuple"] = rest.pop("per_batch")
-    per_group = _check_number(data.get("per_group", 0.0), f"{where} per_group")
-    groups = data.get("groups", 0)
+    per_group = _check_number(_numeric(data.get("per_group", 0.0)), f"{where} per_group")
+    groups = _numeric(data.get("groups", 0))
     if isinstance(groups, float) and groups.is_integer():
         groups = int(groups)
     if rest.get("kind", "none") == "none":

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from adabatch.deadline.cost import fits
-from adabatch.deadline.multi import find_min_batch_size
+from adabatch.deadline.multi import MAX_BATCHES, find_min_batch_size
 from adabatch.deadline.spec import QuerySpec
+from adabatch.errors import AdabatchError
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,12 @@ def min_batch_jobs(spec: QuerySpec, rsf: float, c_max: float = math.inf) -> list
     total = spec.total
     full, rest = divmod(total, size)
     count = full + (1 if rest > 0 else 0)
+    if count > MAX_BATCHES:
+        msg = (
+            f"query {spec.id!r}: MinBatchSize {size} cuts its {total} tuples into {count} "
+            f"batches: allowed at most {MAX_BATCHES} (raise c_max or rsf)"
+        )
+        raise AdabatchError(msg)
     added = spec.added_at if spec.added_at is not None else spec.window_start
     jobs = []
     for k in range(1, count + 1):
@@ -134,4 +141,10 @@ def check_feasibility(
     jobs: list[Job] = []
     for spec in specs:
         jobs.extend(min_batch_jobs(spec, rsf, c_max))
+        if len(jobs) > MAX_BATCHES:
+            msg = (
+                f"the scenario's queries need more than {MAX_BATCHES} MinBatches: allowed at "
+                "most that many (raise c_max or rsf)"
+            )
+            raise AdabatchError(msg)
     return demand_test(jobs)

@@ -44,8 +44,14 @@ from typing import Any
 
 from adabatch.deadline.cost import TIME_EPS, fits
 from adabatch.deadline.executor import BatchRun, Executor
-from adabatch.deadline.spec import STRATEGIES, TIME_TRIGGERS, QuerySpec
-from adabatch.errors import AdabatchError
+from adabatch.deadline.spec import MIN_POLL_S, STRATEGIES, TIME_TRIGGERS, QuerySpec
+from adabatch.errors import AdabatchError, shown
+
+MAX_BATCHES = 100_000
+"""Most batches one scheduling run may plan or execute (each is kept in the result; the
+paper's scenarios need a few hundred)."""
+MAX_STEPS = 10 * MAX_BATCHES
+"""Most passes of the scheduling loop (a pass runs a batch or waits for input)."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +93,10 @@ def find_min_batch_size(spec: QuerySpec, rsf: float, c_max: float = math.inf) ->
     that meets the bound.
     """
     if not (math.isfinite(rsf) and rsf >= 0):
-        msg = f"rsf = {rsf!r}: allowed a finite number >= 0 (0.5 = 50%)"
+        msg = f"rsf = {shown(rsf)}: allowed a finite number >= 0 (0.5 = 50%)"
         raise AdabatchError(msg)
     if not c_max > 0:
-        msg = f"c_max = {c_max!r}: allowed a number of seconds > 0"
+        msg = f"c_max = {shown(c_max)}: allowed a number of seconds > 0"
         raise AdabatchError(msg)
     n = spec.total
     bound = (1.0 + rsf) * spec.single_batch_cost
@@ -317,19 +323,21 @@ class MultiQueryScheduler:
 
     def __post_init__(self) -> None:
         if self.strategy not in ORDERS:
-            msg = f"strategy = {self.strategy!r}: allowed one of {', '.join(STRATEGIES)}"
+            msg = f"strategy = {shown(self.strategy)}: allowed one of {', '.join(STRATEGIES)}"
             raise AdabatchError(msg)
         if self.time_trigger not in TIME_TRIGGERS:
-            msg = f"time_trigger = {self.time_trigger!r}: allowed one of {', '.join(TIME_TRIGGERS)}"
+            allowed = ", ".join(TIME_TRIGGERS)
+            msg = f"time_trigger = {shown(self.time_trigger)}: allowed one of {allowed}"
             raise AdabatchError(msg)
-        if not (math.isfinite(self.poll_s) and self.poll_s > 0):
-            msg = f"poll_s = {self.poll_s!r}: allowed a finite number of seconds > 0"
+        if not (math.isfinite(self.poll_s) and self.poll_s >= MIN_POLL_S):
+            least = f"{MIN_POLL_S:g}"
+            msg = f"poll_s = {shown(self.poll_s)}: allowed a finite number of seconds >= {least}"
             raise AdabatchError(msg)
         if not (math.isfinite(self.rsf) and self.rsf >= 0):
-            msg = f"rsf = {self.rsf!r}: allowed a finite number >= 0 (0.5 = 50%)"
+            msg = f"rsf = {shown(self.rsf)}: allowed a finite number >= 0 (0.5 = 50%)"
             raise AdabatchError(msg)
         if not self.c_max > 0:
-            msg = f"c_max = {self.c_max!r}: allowed a number of seconds > 0 (or inf)"
+            msg = f"c_max = {shown(self.c_max)}: allowed a number of seconds > 0 (or inf)"
             raise AdabatchError(msg)
 
     def add(self, spec: QuerySpec) -> None:
@@ -357,7 +365,16 @@ class MultiQueryScheduler:
         runs: list[BatchRun] = []
         key = ORDERS[self.strategy]
         served = 0
+        steps = 0
         while waiting or active:
+            steps += 1
+            if steps > MAX_STEPS or len(runs) > MAX_BATCHES:
+                msg = (
+                    f"the schedule needs more than {MAX_BATCHES} batches or {MAX_STEPS} "
+                    "scheduling steps: allowed at most that many (raise c_max or rsf, or a "
+                    "coarser poll_s)"
+                )
+                raise AdabatchError(msg)
             now = executor.now()
             if horizon is not None and now > horizon:
                 for state in active:
@@ -370,6 +387,13 @@ class MultiQueryScheduler:
             while waiting and waiting[0].added_at <= now + TIME_EPS:  # type: ignore[operator]
                 spec = waiting.pop(0)
                 mb = find_min_batch_size(spec, self.rsf, self.c_max) if self.min_batch else None
+                if mb is not None and mb.batches > MAX_BATCHES:
+                    msg = (
+                        f"query {spec.id!r}: MinBatchSize {mb.size} cuts its {spec.total} "
+                        f"tuples into {mb.batches} batches: allowed at most {MAX_BATCHES} "
+                        "(raise c_max or rsf)"
+                    )
+                    raise AdabatchError(msg)
                 active.append(QueryState(spec, order_of[spec.id], mb))
             for state in list(active):
                 removed_at = state.spec.removed_at

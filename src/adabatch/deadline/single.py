@@ -29,6 +29,11 @@ from adabatch.deadline.arrival import ArrivalModel
 from adabatch.deadline.cost import TIME_EPS, AggCostModel, CostModel, fits
 from adabatch.deadline.schedule import Batch, QueryPlan
 from adabatch.deadline.spec import QuerySpec
+from adabatch.errors import AdabatchError
+
+MAX_PLAN_BATCHES = 10_000
+"""Most batches a single-query plan may have: beyond it a plan is refused, not built (a
+runner executes each batch as a Spark job; the paper's plans have a handful)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +74,13 @@ def schedule_without_agg_cost(
     pending = total - num_last
     time_pt = last_start
     while pending > 0:
+        if len(batches) >= MAX_PLAN_BATCHES:
+            msg = (
+                f"a schedule whose last batch ends by {deadline_last_batch!r} needs more than "
+                f"{MAX_PLAN_BATCHES} batches: allowed at most {MAX_PLAN_BATCHES} (a later "
+                "deadline, or a cost model cheaper per tuple than the input arrives)"
+            )
+            raise AdabatchError(msg)
         ip_avail_time = arrivals.input_time(pending)
         time_dur = time_pt - ip_avail_time
         num = cost.tuples_within(time_dur) if fits(0.0, time_dur) else 0
@@ -109,11 +121,15 @@ def plan_single(spec: QuerySpec, *, earliest: bool = False, ahead: bool = False)
     the window end as large as the deadline allows, so a batch that runs 20% over its model
     misses the deadline however early the others ran; on Spark the runner plans ahead.
     """
-    plan = _plan(spec)
-    if plan.feasible and ahead:
-        plan = _ahead(spec, plan)
-    if not plan.feasible or earliest:
-        plan = dataclasses.replace(plan, earliest_completion=earliest_completion(spec))
+    try:
+        plan = _plan(spec)
+        if plan.feasible and ahead:
+            plan = _ahead(spec, plan)
+        if not plan.feasible or earliest:
+            plan = dataclasses.replace(plan, earliest_completion=earliest_completion(spec))
+    except AdabatchError as exc:
+        msg = f"query {spec.id!r}: {exc}"
+        raise AdabatchError(msg) from None
     if not plan.feasible:
         plan = dataclasses.replace(
             plan,

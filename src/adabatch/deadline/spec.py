@@ -12,8 +12,12 @@ factor δ_RSF, C_max) for ``adabatch deadline simulate`` and the runners.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import os
+import re
+import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +35,7 @@ from adabatch.deadline.arrival import (
     trace_from_rows,
 )
 from adabatch.deadline.cost import (
+    MAX_TUPLES,
     NO_AGG,
     TIME_EPS,
     AggCostModel,
@@ -38,7 +43,8 @@ from adabatch.deadline.cost import (
     agg_cost_from_json,
     cost_from_json,
 )
-from adabatch.errors import AdabatchError
+from adabatch.errors import AdabatchError, check_name, shown
+from adabatch.outputs import check_new_file, write_atomic
 from adabatch.profiles import parse_profile
 
 STRATEGIES = ("llf", "edf", "sjf", "rr")
@@ -68,6 +74,23 @@ QUERY_FIELDS = (
 )
 SCHEDULER_FIELDS = ("strategy", "rsf", "c_max", "min_batch", "poll_s", "time_trigger")
 TOP_FIELDS = ("queries", "defaults", "scheduler")
+
+MAX_TIME = 1e12
+"""Largest magnitude of a time in seconds (31,700 years): beyond it the window's tuple
+count and the planners' float arithmetic overflow or lose whole seconds."""
+MAX_RATE = float(MAX_TUPLES)
+"""Largest arrival rate in tuples/s (the most tuples a window may hold)."""
+MIN_POLL_S = 1e-3
+"""Shortest interval at which the multi-query scheduler looks for input (1 ms)."""
+MAX_SPEC_BYTES = 1 << 20
+"""Largest spec or cost-model file read (1 MiB); checked before the file is read."""
+MAX_CSV_BYTES = 64 << 20
+"""Largest arrivals CSV read (64 MiB, some 3 million rows)."""
+MAX_DEPTH = 32
+"""Deepest nesting of lists and mappings in a spec (the format needs 5)."""
+MAX_VALUES = 1_000_000
+"""Most values a spec may hold once YAML aliases are expanded (a 1 MiB file holds fewer
+without aliases)."""
 
 
 def known_query_names() -> tuple[str, ...] | None:
@@ -109,15 +132,21 @@ class QuerySpec:
     rate: float | str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        check_name(self.id, "query id")
         if self.added_at is None:
             object.__setattr__(self, "added_at", self.window_start)
-        for name in ("window_start", "window_end", "deadline", "added_at"):
+        for name in ("window_start", "window_end", "deadline", "added_at", "removed_at"):
             value = getattr(self, name)
+            if value is None and name == "removed_at":
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float):
-                msg = f"query {self.id!r}: {name} = {value!r}: allowed a number of seconds"
+                msg = f"query {self.id!r}: {name} = {shown(value)}: allowed a number of seconds"
                 raise AdabatchError(msg)
-            if not math.isfinite(value):
-                msg = f"query {self.id!r}: {name} = {value!r}: allowed a finite number"
+            # planners try later deadlines than a user may give (the earliest completion)
+            limit = math.inf if name == "deadline" else MAX_TIME
+            if not (math.isfinite(value) and abs(value) <= limit):
+                span = "" if math.isinf(limit) else f" from -{limit:g} to {limit:g}"
+                msg = f"query {self.id!r}: {name} = {shown(value)}: allowed finite seconds{span}"
                 raise AdabatchError(msg)
         if not self.window_start < self.window_end:
             msg = (
@@ -138,6 +167,20 @@ class QuerySpec:
                 f"before window_start = {self.window_start:g}"
             )
             raise AdabatchError(msg)
+        for what, model in (
+            ("one batch of all", self.cost.cost),
+            ("the final aggregation of one batch per", self.agg_cost.cost),
+        ):
+            try:
+                seconds = model(self.total)
+            except (ArithmeticError, ValueError):
+                seconds = math.inf
+            if not math.isfinite(seconds):
+                msg = (
+                    f"query {self.id!r}: {what} {self.total} tuples costs {seconds:g} s: "
+                    "allowed cost models whose cost stays finite"
+                )
+                raise AdabatchError(msg)
         if self.removed_at is not None and self.removed_at < self.added_at:  # type: ignore[operator]
             msg = (
                 f"query {self.id!r}: removed_at = {self.removed_at:g} is before "
@@ -192,24 +235,28 @@ class Scenario:
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
-            msg = f"strategy = {self.strategy!r}: allowed one of {', '.join(STRATEGIES)}"
+            msg = f"strategy = {shown(self.strategy)}: allowed one of {', '.join(STRATEGIES)}"
             raise AdabatchError(msg)
         if self.time_trigger not in TIME_TRIGGERS:
-            msg = f"time_trigger = {self.time_trigger!r}: allowed one of {', '.join(TIME_TRIGGERS)}"
+            allowed = ", ".join(TIME_TRIGGERS)
+            msg = f"time_trigger = {shown(self.time_trigger)}: allowed one of {allowed}"
             raise AdabatchError(msg)
         if not (math.isfinite(self.rsf) and self.rsf >= 0):
-            msg = f"rsf = {self.rsf!r}: allowed a finite number >= 0 (0.5 = 50%)"
+            msg = f"rsf = {shown(self.rsf)}: allowed a finite number >= 0 (0.5 = 50%)"
             raise AdabatchError(msg)
         if not self.c_max > 0:
-            msg = f"c_max = {self.c_max!r}: allowed a number of seconds > 0 (or inf)"
+            msg = f"c_max = {shown(self.c_max)}: allowed a number of seconds > 0 (or inf)"
             raise AdabatchError(msg)
-        if not (math.isfinite(self.poll_s) and self.poll_s > 0):
-            msg = f"poll_s = {self.poll_s!r}: allowed a finite number of seconds > 0"
+        if not (math.isfinite(self.poll_s) and self.poll_s >= MIN_POLL_S):
+            msg = (
+                f"poll_s = {shown(self.poll_s)}: allowed a finite number of seconds >= "
+                f"{MIN_POLL_S:g}"
+            )
             raise AdabatchError(msg)
         ids = [q.id for q in self.queries]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
-            msg = f"query ids must be unique: {dupes} appear more than once"
+            msg = f"query ids must be unique: {shown(dupes)} appear more than once"
             raise AdabatchError(msg)
 
 
@@ -247,6 +294,13 @@ def query_spec(
     >>> q.total, q.arrivals.input_time(6)
     (10, 6.0)
     """
+    check_name(id, "query id")
+    if isinstance(deadline, int | float) and not abs(deadline) <= MAX_TIME:
+        msg = (
+            f"query {id!r}: deadline = {shown(deadline)}: allowed a number of seconds from "
+            f"-{MAX_TIME:g} to {MAX_TIME:g}"
+        )
+        raise AdabatchError(msg)
     arrivals = _arrival_model(rate, total, window_start, window_end, id)
     actual = None
     if actual_rate is not None:
@@ -288,27 +342,37 @@ def _arrival_model(
             msg = f"query {qid!r}: total = {total} but the arrival model holds {rate.total}"
             raise AdabatchError(msg)
         return rate
+    if isinstance(total, int) and total > MAX_TUPLES:
+        msg = f"query {qid!r}: total = {shown(total)}: allowed an integer from 1 to {MAX_TUPLES}"
+        raise AdabatchError(msg)
     if isinstance(rate, bool):
-        msg = f"query {qid!r}: rate = {rate!r}: allowed tuples/s > 0 or a profile string"
+        msg = f"query {qid!r}: rate = {shown(rate)}: allowed tuples/s > 0 or a profile string"
         raise AdabatchError(msg)
     if isinstance(rate, int | float):
         rate = float(rate)
-        if not (math.isfinite(rate) and rate > 0):
-            msg = f"query {qid!r}: rate = {rate!r}: allowed tuples/s > 0 or a profile string"
+        if not (math.isfinite(rate) and 0 < rate <= MAX_RATE):
+            msg = (
+                f"query {qid!r}: rate = {shown(rate)}: allowed tuples/s > 0 and at most "
+                f"{MAX_RATE:g}, or a profile string"
+            )
             raise AdabatchError(msg)
         if total is None:
             if end is None:
                 msg = f"query {qid!r}: total is needed to model arrivals at rate {rate:g}"
                 raise AdabatchError(msg)
-            total = floor_count((end - start) * rate) + 1
+            total = _window_count((end - start) * rate, qid, f"rate {rate:g}")
         return ConstantArrival(float(start), rate, total)
     if isinstance(rate, str):
         profile = parse_profile(rate)
         if total is None:
             if end is None:
-                msg = f"query {qid!r}: total is needed to model arrivals by profile {rate!r}"
+                msg = f"query {qid!r}: total is needed to model arrivals by profile {shown(rate)}"
                 raise AdabatchError(msg)
-            total = floor_count(profile.cumulative(end - start)) + 1
+            try:
+                expected = profile.cumulative(end - start)
+            except (ArithmeticError, ValueError):
+                expected = math.inf
+            total = _window_count(expected, qid, f"profile {shown(rate)}")
         return ProfileArrival(float(start), profile, total)
     if rate is None:
         if total is None or end is None:
@@ -316,8 +380,19 @@ def _arrival_model(
             raise AdabatchError(msg)
         even = 1.0 if total <= 1 else (total - 1) / (end - start)
         return ConstantArrival(float(start), even, total)
-    msg = f"query {qid!r}: rate = {rate!r}: allowed a number, a profile string or arrivals"
+    msg = f"query {qid!r}: rate = {shown(rate)}: allowed a number, a profile string or arrivals"
     raise AdabatchError(msg)
+
+
+def _window_count(expected: float, qid: str, source: str) -> int:
+    """Tuples of a window whose arrivals expect ``expected`` after the first one."""
+    if not (math.isfinite(expected) and expected < MAX_TUPLES):
+        msg = (
+            f"query {qid!r}: the window at {source} holds {expected:g} tuples: allowed at "
+            f"most {MAX_TUPLES} (a lower rate or a shorter window)"
+        )
+        raise AdabatchError(msg)
+    return floor_count(max(expected, 0.0)) + 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -340,38 +415,134 @@ class _Where:
         return out
 
     def fail(self, name: str | None, value: Any, allowed: str) -> AdabatchError:
-        shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
         if name is None:
             return AdabatchError(f"{self.prefix()}: {allowed}")
-        return AdabatchError(f"{self.prefix(name)} = {shown}: allowed {allowed}")
+        return AdabatchError(f"{self.prefix(name)} = {shown(value)}: allowed {allowed}")
 
     def wrap(self, exc: AdabatchError, name: str | None = None) -> AdabatchError:
         return AdabatchError(f"{self.prefix(name)}: {exc}")
 
 
-def read_document(path: str | Path) -> Any:
-    """Parse a ``.yaml``/``.yml``/``.toml``/``.json`` file; errors name the file."""
+class _Loader(yaml.SafeLoader):
+    """``yaml.safe_load`` that also reads ``1e6`` as a number (YAML 1.2; 1.1 needs a dot)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def read_text_file(path: str | Path, what: str, limit: int = MAX_SPEC_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes; anything else (missing,
+    a directory, a FIFO, too large, not UTF-8, unreadable) is one line naming ``what`` and
+    the path. The file is checked with ``stat`` before it is opened, so a FIFO never blocks."""
     p = Path(path)
-    if not p.is_file():
-        msg = f"spec file {str(p)!r} does not exist"
-        raise AdabatchError(msg)
-    suffix = p.suffix.lower()
-    text = p.read_text(encoding="utf-8")
+    name = shown(str(p))
     try:
-        if suffix in (".yaml", ".yml"):
-            return yaml.safe_load(text)
-        if suffix == ".toml":
-            return tomllib.loads(text)
-        if suffix == ".json":
-            return json.loads(text)
-    except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        msg = f"{p}: not valid {suffix[1:].upper()}: {first}"
+        info = p.stat()
+    except FileNotFoundError:
+        msg = f"{what} {name} does not exist"
         raise AdabatchError(msg) from None
-    msg = f"spec file {str(p)!r} has extension {suffix!r}: allowed .yaml, .yml, .toml, .json"
-    raise AdabatchError(msg)
+    except OSError as exc:
+        msg = f"{what} {name} cannot be read: {exc.strerror or exc}"
+        raise AdabatchError(msg) from None
+    _check_regular(info, what, name, limit)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with io.FileIO(fd, "r") as fh:
+            _check_regular(os.fstat(fh.fileno()), what, name, limit)  # replaced since stat
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        msg = f"{what} {name} cannot be read: {exc.strerror or exc}"
+        raise AdabatchError(msg) from None
+    if len(data) > limit:
+        msg = f"{what} {name} grew past {limit} bytes while read: allowed at most {limit}"
+        raise AdabatchError(msg)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = (
+            f"{what} {name} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start}): allowed a UTF-8 file"
+        )
+        raise AdabatchError(msg) from None
+
+
+def _check_regular(info: os.stat_result, what: str, name: str, limit: int) -> None:
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISSOCK: "a socket",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+    }
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((k for test, k in kinds.items() if test(info.st_mode)), "not a regular file")
+        msg = f"{what} {name} is {kind}: allowed a regular file"
+        raise AdabatchError(msg)
+    if info.st_size > limit:
+        msg = f"{what} {name} has {info.st_size} bytes: allowed at most {limit}"
+        raise AdabatchError(msg)
+
+
+def read_document(path: str | Path) -> Any:
+    """Parse a ``.yaml``/``.yml``/``.toml``/``.json`` file; errors name the file.
+
+    The file may hold at most :data:`MAX_SPEC_BYTES`, nest at most :data:`MAX_DEPTH`
+    deep and expand (YAML aliases) to at most :data:`MAX_VALUES` values."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in (".yaml", ".yml", ".toml", ".json"):
+        msg = (
+            f"spec file {shown(str(p))} has extension {shown(suffix)}: allowed .yaml, .yml, "
+            ".toml, .json"
+        )
+        raise AdabatchError(msg)
+    text = read_text_file(p, "spec file")
+    kind = suffix[1:].upper().replace("YML", "YAML")
+    try:
+        if suffix == ".toml":
+            doc = tomllib.loads(text)
+        elif suffix == ".json":
+            doc = json.loads(text)
+        else:
+            doc = yaml.load(text, Loader=_Loader)
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: JSON, TOML, a 5000-digit int
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if "integer string conversion" in first:
+            first = "an integer of more than 4300 digits"
+        msg = f"{p}: not valid {kind}: {first[:200]}"
+        raise AdabatchError(msg) from None
+    except RecursionError:
+        msg = f"{p}: {kind} nested too deeply: allowed at most {MAX_DEPTH} levels"
+        raise AdabatchError(msg) from None
+    _check_shape(doc, p)
+    return doc
+
+
+def _check_shape(doc: Any, path: Path) -> None:
+    """Refuse documents nested deeper than :data:`MAX_DEPTH` or holding more than
+    :data:`MAX_VALUES` values with aliases expanded (counted without expanding them)."""
+    stack = [(doc, 0)]
+    counted = 1
+    while stack:
+        value, depth = stack.pop()
+        if not isinstance(value, Mapping | list):
+            continue
+        if depth >= MAX_DEPTH:
+            msg = f"{path}: nested more than {MAX_DEPTH} levels deep: allowed at most {MAX_DEPTH}"
+            raise AdabatchError(msg)
+        counted += len(value)
+        if counted > MAX_VALUES:
+            msg = (
+                f"{path}: the document holds more than {MAX_VALUES} values (YAML aliases "
+                f"expanded): allowed at most {MAX_VALUES}"
+            )
+            raise AdabatchError(msg)
+        children = value.values() if isinstance(value, Mapping) else value
+        stack.extend((child, depth + 1) for child in children)
 
 
 def load_specs(path: str | Path) -> list[QuerySpec]:
@@ -387,9 +558,9 @@ def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
     top = _Where(p)
     if not isinstance(doc, Mapping):
         raise top.fail(None, doc, "the file must hold a mapping with a 'queries' list")
-    unknown = sorted(set(doc) - set(TOP_FIELDS))
+    unknown = sorted(set(doc) - set(TOP_FIELDS), key=str)
     if unknown:
-        msg = f"{p}: unknown top-level keys {unknown}: allowed {list(TOP_FIELDS)}"
+        msg = f"{p}: unknown top-level keys {_keys(unknown)}: allowed {list(TOP_FIELDS)}"
         raise AdabatchError(msg)
     raw_queries = doc.get("queries")
     if not isinstance(raw_queries, list) or not raw_queries:
@@ -397,31 +568,38 @@ def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
     defaults = doc.get("defaults", {}) or {}
     if not isinstance(defaults, Mapping):
         raise top.fail("defaults", defaults, "a mapping of query fields")
-    bad_defaults = sorted(set(defaults) - set(QUERY_FIELDS) | ({"id"} & set(defaults)))
+    bad_defaults = sorted(set(defaults) - set(QUERY_FIELDS) | ({"id"} & set(defaults)), key=str)
     if bad_defaults:
-        msg = f"{p}: defaults has keys {bad_defaults}: allowed {list(QUERY_FIELDS[1:])}"
+        msg = f"{p}: defaults has keys {_keys(bad_defaults)}: allowed {list(QUERY_FIELDS[1:])}"
         raise AdabatchError(msg)
     names = known_query_names()
-    queries = []
+    queries: list[QuerySpec] = []
+    first_index: dict[str, int] = {}
     for i, raw in enumerate(raw_queries):
         if not isinstance(raw, Mapping):
             raise top.fail(f"queries[{i}]", raw, "a mapping of query fields")
         merged = {**defaults, **raw}
-        queries.append(_parse_query(merged, i, p, names))
+        spec = _parse_query(merged, i, p, names)
+        if spec.id in first_index:
+            allowed = f"a unique id (queries[{first_index[spec.id]}] has it too)"
+            raise top.fail(f"queries[{i}].id", spec.id, allowed)
+        first_index[spec.id] = i
+        queries.append(spec)
     scheduler = doc.get("scheduler", {}) or {}
     if not isinstance(scheduler, Mapping):
         raise top.fail("scheduler", scheduler, "a mapping with " + ", ".join(SCHEDULER_FIELDS))
-    unknown = sorted(set(scheduler) - set(SCHEDULER_FIELDS))
+    unknown = sorted(set(scheduler) - set(SCHEDULER_FIELDS), key=str)
     if unknown:
-        msg = f"{p}: scheduler has unknown keys {unknown}: allowed {list(SCHEDULER_FIELDS)}"
+        msg = f"{p}: scheduler has unknown keys {_keys(unknown)}: allowed {list(SCHEDULER_FIELDS)}"
         raise AdabatchError(msg)
     settings = dict(scheduler)
     settings.update({k: v for k, v in overrides.items() if v is not None})
     kwargs: dict[str, Any] = {}
-    if "strategy" in settings:
-        kwargs["strategy"] = str(settings["strategy"]).lower()
-    if "time_trigger" in settings:
-        kwargs["time_trigger"] = str(settings["time_trigger"]).lower()
+    for name, choices in (("strategy", STRATEGIES), ("time_trigger", TIME_TRIGGERS)):
+        if name in settings:
+            if not isinstance(settings[name], str):
+                raise _Where(p).fail(name, settings[name], "one of " + ", ".join(choices))
+            kwargs[name] = settings[name].lower()
     for name in ("rsf", "c_max", "poll_s"):
         if name in settings:
             kwargs[name] = _number(settings[name], name, _Where(p), allow_inf=name == "c_max")
@@ -435,27 +613,63 @@ def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
         raise _Where(p).wrap(exc, "scheduler") from None
 
 
-def _number(value: Any, name: str, where: _Where, *, allow_inf: bool = False) -> float:
-    if isinstance(value, str) and allow_inf and value.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise where.fail(name, value, "a number of seconds" if name != "rsf" else "a number")
-    number = float(value)
+def _keys(keys: list[Any]) -> str:
+    """``['a', 'b']`` for a message, at most 8 keys of 40 characters each."""
+    more = ", ..." if len(keys) > 8 else ""
+    return "[" + ", ".join(shown(k, 40) for k in keys[:8]) + more + "]"
+
+
+def _number(
+    value: Any, name: str, where: _Where, *, allow_inf: bool = False, bound: float = math.inf
+) -> float:
+    """A number field (a numeric string such as ``"1e6"`` too) of magnitude at most
+    ``bound``; ``inf`` only when ``allow_inf``."""
+    what = "a number of seconds" if name != "rsf" else "a number"
+    number = numeric(value)
+    if not isinstance(number, float):
+        raise where.fail(name, value, what)
     if math.isnan(number) or (math.isinf(number) and not allow_inf):
-        raise where.fail(name, value, "a finite number")
+        raise where.fail(name, value, f"{what}, finite")
+    if abs(number) > bound:
+        raise where.fail(name, value, f"{what} from -{bound:g} to {bound:g}")
     return number
+
+
+def numeric(value: Any) -> float | Any:
+    """``value`` as a float when it is a number or a numeric string (YAML 1.1 reads ``1e6``
+    as a string); anything else unchanged."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return value
+    if isinstance(value, int | float):
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond the float range
+            return math.copysign(math.inf, value)
+    return value
+
+
+def _count(value: Any, name: str, where: _Where, allowed: str, limit: int) -> int:
+    """A whole-number field from 1 to ``limit`` (``1e6`` and ``"1e6"`` too)."""
+    number = numeric(value)
+    if isinstance(number, float) and number.is_integer() and 1 <= number <= limit:
+        return int(value) if isinstance(value, int) else int(number)
+    raise where.fail(name, value, allowed)
 
 
 def _parse_query(raw: Mapping[str, Any], index: int, path: Path, names: Any) -> QuerySpec:
     qid = raw.get("id")
     if isinstance(qid, int) and not isinstance(qid, bool):
         qid = str(qid)
-    if not isinstance(qid, str) or not qid.strip():
-        raise _Where(path).fail(f"queries[{index}].id", qid, "a non-empty string")
+    check_name(qid, f"{path}: field 'queries[{index}].id'")
     where = _Where(path, qid)
-    unknown = sorted(set(raw) - set(QUERY_FIELDS))
+    unknown = sorted(set(raw) - set(QUERY_FIELDS), key=str)
     if unknown:
-        msg = f"{where.prefix()}: unknown fields {unknown}: allowed {list(QUERY_FIELDS)}"
+        msg = f"{where.prefix()}: unknown fields {_keys(unknown)}: allowed {list(QUERY_FIELDS)}"
         raise AdabatchError(msg)
     query = raw.get("query")
     if query is not None:
@@ -472,17 +686,15 @@ def _parse_query(raw: Mapping[str, Any], index: int, path: Path, names: Any) -> 
     for name in ("window_start", "window_end", "deadline"):
         if name not in raw:
             raise where.fail(name, None, "a number of seconds (it is required)")
-    ws = _number(raw["window_start"], "window_start", where)
-    we = _number(raw["window_end"], "window_end", where)
-    deadline = _number(raw["deadline"], "deadline", where)
+    ws = _number(raw["window_start"], "window_start", where, bound=MAX_TIME)
+    we = _number(raw["window_end"], "window_end", where, bound=MAX_TIME)
+    deadline = _number(raw["deadline"], "deadline", where, bound=MAX_TIME)
     if we <= ws:
         raise where.fail("window_end", raw["window_end"], f"a time after window_start = {ws:g}")
     total = raw.get("total")
     if total is not None:
-        if isinstance(total, float) and total.is_integer():
-            total = int(total)
-        if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-            raise where.fail("total", total, "an integer >= 1 (tuples in the window)")
+        allowed = f"an integer from 1 to {MAX_TUPLES} (tuples in the window)"
+        total = _count(total, "total", where, allowed, MAX_TUPLES)
     rate = _parse_rate(raw.get("rate"), "rate", where, path, ws)
     actual_rate = _parse_rate(raw.get("actual_rate"), "actual_rate", where, path, ws)
     if "cost" not in raw:
@@ -492,14 +704,14 @@ def _parse_query(raw: Mapping[str, Any], index: int, path: Path, names: Any) -> 
     if raw.get("agg_cost") is not None:
         agg = _parse_agg(raw["agg_cost"], where, path)
     groups = raw.get("groups")
-    if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int)):
-        raise where.fail("groups", groups, "an integer >= 1")
-    if groups is not None and groups < 1:
-        raise where.fail("groups", groups, "an integer >= 1")
+    if groups is not None:
+        groups = _count(groups, "groups", where, f"an integer from 1 to {MAX_TUPLES}", MAX_TUPLES)
     added_at = raw.get("added_at")
     removed_at = raw.get("removed_at")
-    added = None if added_at is None else _number(added_at, "added_at", where)
-    removed = None if removed_at is None else _number(removed_at, "removed_at", where)
+    added = None if added_at is None else _number(added_at, "added_at", where, bound=MAX_TIME)
+    removed = (
+        None if removed_at is None else _number(removed_at, "removed_at", where, bound=MAX_TIME)
+    )
     total_known = raw.get("total_known", True)
     if not isinstance(total_known, bool):
         raise where.fail("total_known", total_known, "true or false")
@@ -539,10 +751,11 @@ def _parse_rate(
     )
     if isinstance(value, bool):
         raise where.fail(name, value, allowed)
-    if isinstance(value, int | float):
-        if not (math.isfinite(value) and value > 0):
-            raise where.fail(name, value, allowed)
-        return float(value)
+    if isinstance(numeric(value), float):
+        number = numeric(value)
+        if not (math.isfinite(number) and 0 < number <= MAX_RATE):
+            raise where.fail(name, value, f"{allowed}; a rate from 0 to {MAX_RATE:g}")
+        return number
     if isinstance(value, str):
         try:
             parse_profile(value, base_dir=base.parent)
@@ -576,10 +789,12 @@ def _parse_rate(
 
 
 def _read_arrivals_csv(path: Path, where: _Where, name: str) -> list[list[float]]:
-    if not path.is_file():
-        raise where.fail(name, str(path), "an existing CSV file with columns time_s,count")
+    try:
+        text = read_text_file(path, "arrivals CSV", MAX_CSV_BYTES)
+    except AdabatchError as exc:
+        raise where.wrap(exc, name) from None
     rows: list[list[float]] = []
-    with path.open(newline="", encoding="utf-8") as fh:
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         fields = [f.strip() for f in (reader.fieldnames or [])]
         if "time_s" not in fields or "count" not in fields:
@@ -599,12 +814,17 @@ def _load_model_file(value: str, where: _Where, base: Path, name: str) -> Mappin
     path = Path(value).expanduser()
     if not path.is_absolute():
         path = base.parent / path
-    if not path.is_file():
+    if not path.exists():
         raise where.fail(name, value, "an inline model or the path of an existing JSON file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text_file(path, "cost model file"))
+    except AdabatchError as exc:
+        raise where.wrap(exc, name) from None
     except json.JSONDecodeError as exc:
         raise where.fail(name, value, f"a JSON file ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise where.fail(name, value, f"JSON nested at most {MAX_DEPTH} levels") from None
+    _check_shape(data, path)
     if not isinstance(data, Mapping):
         raise where.fail(name, value, "a JSON object")
     return data
@@ -683,9 +903,10 @@ def query_document(spec: QuerySpec) -> dict[str, Any]:
     return out
 
 
-def write_scenario(scenario: Scenario, path: str | Path) -> Path:
-    """Write ``scenario`` as a YAML (or ``.json``) spec file that loads back unchanged."""
-    p = Path(path)
+def write_scenario(scenario: Scenario, path: str | Path, *, force: bool = False) -> Path:
+    """Write ``scenario`` as a YAML (or ``.json``) spec file that loads back unchanged; an
+    existing file is replaced only with ``force`` (by a rename: a symlink is not followed)."""
+    p = check_new_file(path, "scenario file", force=force)
     doc: dict[str, Any] = {
         "scheduler": {
             "strategy": scenario.strategy,
@@ -697,12 +918,19 @@ def write_scenario(scenario: Scenario, path: str | Path) -> Path:
         },
         "queries": [query_document(q) for q in scenario.queries],
     }
-    p.parent.mkdir(parents=True, exist_ok=True)
     if p.suffix.lower() == ".json":
-        p.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        text = json.dumps(doc, indent=2) + "\n"
     elif p.suffix.lower() in (".yaml", ".yml"):
-        p.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        text = yaml.safe_dump(doc, sort_keys=False)
     else:
-        msg = f"scenario file {str(p)!r}: allowed extension .yaml, .yml or .json"
+        msg = f"scenario file {shown(str(p))}: allowed extension .yaml, .yml or .json"
         raise AdabatchError(msg)
-    return p
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return write_atomic(p, text.encode("utf-8"))
+    except OSError as exc:
+        msg = (
+            f"scenario file {shown(str(p))} cannot be written ({exc.strerror}): allowed a "
+            "path you can write"
+        )
+        raise AdabatchError(msg) from None
