@@ -174,3 +174,16 @@ def test_the_cli_reports_the_verified_milp_plan_at_1e12(
 def test_the_milp_search_is_bounded() -> None:
     with pytest.raises(AdabatchError, match=f"from 1 to {MAX_MILP_BATCHES}"):
         plan_milp(paper_case(11), max_batches=MAX_MILP_BATCHES + 1)
+
+
+def test_a_search_out_of_time_reports_function_1s_verified_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import adabatch.deadline.milp as milp_module
+
+    spec = paper_case(11)
+    monkeypatch.setattr(milp_module, "SEARCH_BUDGET_S", 0.0)
+    plan = plan_milp(spec)
+    assert plan.feasible and "stopped" in plan.reason and "Function 1" in plan.reason
+    assert not check_plan(spec, plan)
+    assert [b.tuples for b in plan.batches] == [b.tuples for b in plan_single(spec).batches]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -53,14 +54,21 @@ MAX_MILP_BATCHES = 200
 TIME_LIMIT_S = 30.0
 """HiGHS's time limit per solve: an unfinished solve counts as no schedule found."""
 
+SEARCH_BUDGET_S = 10.0
+"""Wall time all solves of one query may take together; past it the search stops and
+Function 1's verified plan (or infeasible) is reported, so a plan is bounded in time."""
+
 MARGINS = (0.0, 1e-6)
 """Slack (fraction of the horizon) taken off each scaled constraint: first none, then
 ten times HiGHS's feasibility tolerance when the first answer fails verification."""
 
 
-def solve_batches(spec: QuerySpec, n: int, margin: float = 0.0) -> tuple[Batch, ...] | None:
-    """A schedule with exactly ``n`` batches satisfying (5)-(8), or ``None``; each
-    scaled constraint is tightened by ``margin`` (a fraction of the horizon)."""
+def solve_batches(
+    spec: QuerySpec, n: int, margin: float = 0.0, time_limit_s: float = TIME_LIMIT_S
+) -> tuple[Batch, ...] | None:
+    """A schedule with exactly ``n`` batches satisfying (5)-(8), or ``None`` (also when
+    HiGHS does not finish within ``time_limit_s``); each scaled constraint is tightened
+    by ``margin`` (a fraction of the horizon)."""
     cost = spec.cost
     arrivals = spec.arrivals
     if not isinstance(cost, LinearCost) or not isinstance(arrivals, ConstantArrival):
@@ -122,7 +130,7 @@ def solve_batches(spec: QuerySpec, n: int, margin: float = 0.0) -> tuple[Batch, 
         constraints=LinearConstraint(np.vstack(rows), np.array(lower), np.array(upper)),
         integrality=integrality,
         bounds=Bounds(lo_bounds, hi_bounds),
-        options={"time_limit": TIME_LIMIT_S},
+        options={"time_limit": time_limit_s},
     )
     if result.status != 0 or result.x is None:
         return None
@@ -202,10 +210,15 @@ def plan_milp(spec: QuerySpec, max_batches: int = 50) -> QueryPlan:
         "deadline": spec.deadline,
         "single_batch_cost": spec.single_batch_cost,
     }
+    give_up = time.monotonic() + SEARCH_BUDGET_S
     for n in range(1, min(max_batches, spec.total) + 1):
         failures: list[str] = []
         for margin in MARGINS:
-            batches = solve_batches(spec, n, margin)
+            left = give_up - time.monotonic()
+            if left <= 0:
+                why = f"the MILP search stopped at {n} batches after its {SEARCH_BUDGET_S:g} s"
+                return _fallback(spec, max_batches, why)
+            batches = solve_batches(spec, n, margin, min(TIME_LIMIT_S, left))
             if batches is None:
                 continue
             agg = spec.agg_cost.cost(n)
