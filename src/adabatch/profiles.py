@@ -46,15 +46,14 @@ import bisect
 import csv
 import itertools
 import math
-import os
 import re
-import stat
 from abc import ABC, abstractmethod
 from pathlib import Path
 
 import numpy as np
 
 from adabatch.errors import AdabatchError, shown
+from adabatch.inputs import read_text_file
 
 GRAMMAR = (
     "constant:R | step:R1:R2:AT | steps:R1@0,R2@T2,... | sine:MIN:MAX:PERIOD | "
@@ -512,7 +511,7 @@ def _parse_trace(spec: str, rest: str, base_dir: Path | None) -> PiecewiseProfil
     if not path.is_absolute() and base_dir is not None:
         path = Path(base_dir) / path
     name = f"trace file {shown(str(path))}"
-    text = _read_trace_text(path, name)
+    text = read_text_file(path, "trace file", MAX_TRACE_BYTES)
     times: list[float] = []
     rates: list[float] = []
     reader = csv.reader(text.splitlines())
@@ -560,49 +559,3 @@ def _parse_trace(spec: str, rest: str, base_dir: Path | None) -> PiecewiseProfil
             for (t1, r1), (t2, r2) in itertools.pairwise(zip(times, rates, strict=True))
         ] + [0.0]
     return PiecewiseProfile(spec, times, rates, slopes)
-
-
-def _read_trace_text(path: Path, name: str) -> str:
-    """The text of a trace file: a regular file of at most ``MAX_TRACE_BYTES`` in UTF-8.
-
-    Opened non-blocking and checked with ``fstat`` before reading, so a FIFO or device
-    named as a trace is reported as what it is instead of blocking the run."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        msg = f"{name} does not exist"
-        raise AdabatchError(msg) from None
-    except IsADirectoryError:
-        msg = f"{name} is a directory, not a CSV file"
-        raise AdabatchError(msg) from None
-    except OSError as exc:
-        msg = f"{name} cannot be opened: {exc.strerror or exc}"
-        raise AdabatchError(msg) from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            msg = f"{name} is a directory, not a CSV file"
-            raise AdabatchError(msg)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a FIFO" if stat.S_ISFIFO(info.st_mode) else "a socket or device"
-            msg = f"{name} is {kind}, not a regular file: allowed a CSV file"
-            raise AdabatchError(msg)
-        if info.st_size > MAX_TRACE_BYTES:
-            msg = (
-                f"{name} has {info.st_size:,} bytes: allowed at most {MAX_TRACE_BYTES:,} "
-                "(resample it to fewer rows)"
-            )
-            raise AdabatchError(msg)
-    except BaseException:
-        os.close(fd)
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(MAX_TRACE_BYTES + 1)
-    if len(data) > MAX_TRACE_BYTES:
-        msg = f"{name} grew beyond {MAX_TRACE_BYTES:,} bytes while read: allowed at most that"
-        raise AdabatchError(msg)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = f"{name} is not UTF-8 text (byte {exc.start}): allowed a UTF-8 CSV file"
-        raise AdabatchError(msg) from None

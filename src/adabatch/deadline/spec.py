@@ -15,9 +15,7 @@ import csv
 import io
 import json
 import math
-import os
 import re
-import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +42,7 @@ from adabatch.deadline.cost import (
     cost_from_json,
 )
 from adabatch.errors import AdabatchError, check_name, shown
+from adabatch.inputs import read_text_file
 from adabatch.outputs import check_new_file, write_atomic
 from adabatch.profiles import parse_profile
 
@@ -434,59 +433,6 @@ _Loader.add_implicit_resolver(
 )
 
 
-def read_text_file(path: str | Path, what: str, limit: int = MAX_SPEC_BYTES) -> str:
-    """The UTF-8 text of a regular file of at most ``limit`` bytes; anything else (missing,
-    a directory, a FIFO, too large, not UTF-8, unreadable) is one line naming ``what`` and
-    the path. The file is checked with ``stat`` before it is opened, so a FIFO never blocks."""
-    p = Path(path)
-    name = shown(str(p))
-    try:
-        info = p.stat()
-    except FileNotFoundError:
-        msg = f"{what} {name} does not exist"
-        raise AdabatchError(msg) from None
-    except OSError as exc:
-        msg = f"{what} {name} cannot be read: {exc.strerror or exc}"
-        raise AdabatchError(msg) from None
-    _check_regular(info, what, name, limit)
-    try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with io.FileIO(fd, "r") as fh:
-            _check_regular(os.fstat(fh.fileno()), what, name, limit)  # replaced since stat
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        msg = f"{what} {name} cannot be read: {exc.strerror or exc}"
-        raise AdabatchError(msg) from None
-    if len(data) > limit:
-        msg = f"{what} {name} grew past {limit} bytes while read: allowed at most {limit}"
-        raise AdabatchError(msg)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = (
-            f"{what} {name} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
-            f"{exc.start}): allowed a UTF-8 file"
-        )
-        raise AdabatchError(msg) from None
-
-
-def _check_regular(info: os.stat_result, what: str, name: str, limit: int) -> None:
-    kinds = {
-        stat.S_ISDIR: "a directory",
-        stat.S_ISFIFO: "a FIFO (named pipe)",
-        stat.S_ISSOCK: "a socket",
-        stat.S_ISCHR: "a character device",
-        stat.S_ISBLK: "a block device",
-    }
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((k for test, k in kinds.items() if test(info.st_mode)), "not a regular file")
-        msg = f"{what} {name} is {kind}: allowed a regular file"
-        raise AdabatchError(msg)
-    if info.st_size > limit:
-        msg = f"{what} {name} has {info.st_size} bytes: allowed at most {limit}"
-        raise AdabatchError(msg)
-
-
 def read_document(path: str | Path) -> Any:
     """Parse a ``.yaml``/``.yml``/``.toml``/``.json`` file; errors name the file.
 
@@ -500,7 +446,7 @@ def read_document(path: str | Path) -> Any:
             ".toml, .json"
         )
         raise AdabatchError(msg)
-    text = read_text_file(p, "spec file")
+    text = read_text_file(p, "spec file", MAX_SPEC_BYTES)
     kind = suffix[1:].upper().replace("YML", "YAML")
     try:
         if suffix == ".toml":
@@ -817,7 +763,7 @@ def _load_model_file(value: str, where: _Where, base: Path, name: str) -> Mappin
     if not path.exists():
         raise where.fail(name, value, "an inline model or the path of an existing JSON file")
     try:
-        data = json.loads(read_text_file(path, "cost model file"))
+        data = json.loads(read_text_file(path, "cost model file", MAX_SPEC_BYTES))
     except AdabatchError as exc:
         raise where.wrap(exc, name) from None
     except json.JSONDecodeError as exc:
