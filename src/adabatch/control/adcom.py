@@ -54,8 +54,11 @@ class AdComController(Controller):
     Sign convention. A longer interval amortises the fixed cost of a batch, so
     utilisation falls as the interval grows (for ``p(x) = a + b*x``, ``u = a/x + b``).
     Utilisation above the setpoint (``e < 0``) must therefore lengthen the interval, and
-    below it (``e > 0``) shorten it, for lower latency (the paper: ``e > 0`` leads to "less
-    aggregation")::
+    below it (``e > 0``) shorten it, for lower latency. The paper (§3.2) words the sign the
+    other way: ``e(t) > 0`` means "the signals are too high" and lengthens the
+    pre-aggregation, ``e(t) < 0`` leads to "less aggregation". With its own definition
+    ``e = setpoint - u`` that would lengthen the interval when the buffers are idle, so
+    the code follows the utilisation, not the sentence::
 
         x(t+1) = x(t) - kp*e(t) - ki*(e(t) + e(t-1) + e(t-2))
 
