@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 OUT ?= runs/demo
 
-.PHONY: setup demo test test-all lint clean
+.PHONY: setup demo test test-unit test-all lint clean
 
 setup: $(VENV)/.installed
 
@@ -27,6 +27,10 @@ lint: setup
 
 test: lint
 	$(BIN)/python -m pytest -m "not slow" -q
+
+# no Spark, no services, no fuzz suite: the fast loop while editing
+test-unit: setup
+	$(BIN)/python -m pytest -m "not spark and not services and not slow and not fuzz" -q
 
 test-all: lint
 	$(BIN)/python -m pytest -q

@@ -3,7 +3,6 @@ determinism, and speed; then the registered controllers on the simulated workloa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -137,12 +136,10 @@ def test_admission_cap_drains_a_backlog_later():
 
 def test_static_below_processing_time_diverges_and_stops_early():
     ctrl = create("static", {"interval": 0.1})
-    start = time.perf_counter()
     out = run_simulation(ctrl, make_workload("reduce"), parse_profile("constant:5000"), 7200.0)
-    elapsed = time.perf_counter() - start
     assert out.diverged
-    assert out.end_s < 1200.0
-    assert elapsed < 10.0
+    assert out.end_s < 1200.0  # stopped early: far fewer batches than two hours would cut
+    assert len(out.records) < 1200.0 / 0.1
     result = simulate(make_scenario("reduce", "constant:5000", "2h"), "static", {"interval": 0.1})
     assert result.summary["diverged"] is True
     assert result.summary["stable"] is False
@@ -207,16 +204,14 @@ def test_bad_duration():
         run_simulation(create("static"), make_workload("filter"), parse_profile("constant:1"), -5.0)
 
 
-def test_an_hour_is_fast():
+def test_an_hour_runs_to_its_end():
+    # how fast is benchmarks/sim_speed.py's figure; here, that the hour is simulated whole
     ctrl = create("fixed-point")
-    start = time.perf_counter()
     out = run_simulation(
         ctrl, make_workload("reduce"), parse_profile("sine:2000:8000:60s"), 3600.0, seed=1
     )
-    elapsed = time.perf_counter() - start
-    print(f"an hour of fixed-point on reduce: {len(out.records)} batches in {elapsed:.3f} s")
     assert len(out.records) > 3000
-    assert elapsed < 5.0
+    assert not out.diverged and out.records[-1].cut_at > 3590.0
 
 
 # -- the registered controllers in the simulator -----------------------------------------

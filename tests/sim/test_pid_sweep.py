@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -65,13 +64,21 @@ def test_collapse_onto_min_rate_is_diverging() -> None:
     assert klass(case) == "diverging"
 
 
-def test_blog_sized_sweep_finishes_fast_and_finds_toxic_cases() -> None:
+def test_a_slice_of_the_grid_finds_every_toxic_class() -> None:
+    cases = grid(kd=(0.0, 1.0), initial_batches=(7500.0,), min_rates=(100.0,))
+    result = run_sweep(cases)
+    counts = result.counts()
+    assert sum(counts.values()) == 200
+    assert counts["oscillating"] > 0 and counts["diverging"] > 0 and counts["converged"] > 0
+    assert not any(r.ki == 0 for r in result.toxic())
+
+
+@pytest.mark.slow
+def test_blog_sized_sweep_finds_toxic_cases() -> None:
+    # its speed is a benchmark figure (benchmarks/sim_speed.py), not an assert
     cases = grid(min_rates=(100.0,))  # 10 x 10 x 10 x 4 = the blog's 4000 cases
     assert len(cases) == 4000
-    started = time.perf_counter()
     result = run_sweep(cases)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 60.0
     counts = result.counts()
     assert sum(counts.values()) == 4000
     assert counts["oscillating"] > 0 and counts["diverging"] > 0

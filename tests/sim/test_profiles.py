@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -205,13 +204,10 @@ def test_cumulative_matches_numeric_integral_of_rate(spec):
 
 
 @pytest.mark.parametrize("spec", SPECS)
-def test_an_hour_of_batch_boundaries_is_fast(spec):
+def test_an_hour_of_batch_boundaries_round_trips(spec):
+    # how fast is benchmarks/sim_speed.py's figure; here, arrival_time inverts cumulative
     p = parse_profile(spec)
-    start = time.perf_counter()
-    for i in range(36_000):
-        p.cumulative(i * 0.1)
-    for i in range(36_000):
-        p.arrival_time(p.cumulative(i * 0.1 + 0.05))
-    elapsed = time.perf_counter() - start
-    print(f"{spec}: 72k calls in {elapsed:.3f}s")
-    assert elapsed < 5.0
+    for i in range(0, 36_000, 7):
+        t = i * 0.1 + 0.05
+        if p.rate(t) > 0:
+            assert p.arrival_time(p.cumulative(t)) == pytest.approx(t, abs=1e-6)
