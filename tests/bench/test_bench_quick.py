@@ -1,9 +1,9 @@
-"""Every ``--quick`` experiment of issue 5 on real Spark, in CI: it runs, writes its files,
+"""Every ``--quick`` bench experiment on real Spark, in CI: it runs, writes its files,
 and its headline direction holds (about 15 minutes on local[2]). The full versions are
 ``slow``.
 
 A headline on real Spark is a measurement. The machines here are shared: the same CPU-bound
-loop took from 0.17 s to 0.32 s within a few minutes (2026-11-24), and a stretch of a
+loop took from 0.17 s to 0.32 s within a few minutes, and a stretch of a
 minute at half speed is enough to overload a short run. So an experiment whose headline
 fails runs once more from scratch, with a warning that names the failed claim; the test
 fails if the headline fails twice."""

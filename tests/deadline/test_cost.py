@@ -184,7 +184,7 @@ def test_cost_json_errors(data, needle: str) -> None:  # type: ignore[no-untyped
 
 
 def test_a_flat_fit_stays_flat_within_the_measurements() -> None:
-    # CQ4's final aggregation at SF 0.1 (seconds vs number of batches, 2026-11-23): flat
+    # CQ4's final aggregation at SF 0.1 (seconds vs number of batches): flat
     batches = [2, 4, 8, 16, 30]
     seconds = [0.283, 0.383, 0.304, 0.262, 0.280]
     model = PiecewiseLinearCost.fit(batches, seconds, segments=1)
@@ -194,7 +194,7 @@ def test_a_flat_fit_stays_flat_within_the_measurements() -> None:
 
 
 def test_relative_fit_prices_small_batches_as_closely_as_large_ones() -> None:
-    # CQ4's median batch costs at SF 1 (2026-11-24): the absolute fit priced the one-slot
+    # CQ4's median batch costs at SF 1: the absolute fit priced the one-slot
     # batch (0.058 s) at 0.134 s, more than twice what it costs
     sizes = [3_697, 187_475, 374_902, 750_166, 1_500_362, 3_000_607, 6_001_215]
     seconds = [0.058, 0.299, 0.476, 0.816, 1.326, 2.852, 5.901]

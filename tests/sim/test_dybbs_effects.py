@@ -1,4 +1,4 @@
-"""DyBBS's claims (issue 2) in the simulator, with the real ``isotonic`` controller.
+"""DyBBS's claims in the simulator, with the real ``isotonic`` controller.
 
 Fig. 5: lower mean batch latency than fixed-point (FPI) on Reduce and Join under sine and
 Markov rates once the rates have been seen; block sizing beats the paper's fixed 100 ms
@@ -14,7 +14,7 @@ import pytest
 from adabatch.metrics import BatchRecord
 from adabatch.sim.run import make_scenario, simulate
 
-# The issue's table: 1200 s, latency over the second half, the lead's seed. Reduce runs
+# 1200 s, latency over the second half, seed 4. Reduce runs
 # at 100k-300k records/s, where the work (4 us per record on 2 cores) and not the
 # per-batch overhead sets the stable interval, as in the paper (FPI's rho = 0.7 needs
 # 3.7 s batches at 300k/s); Join at 2k-8k records/s, overhead-bound on local[2].

@@ -1,4 +1,4 @@
-"""The issue's acceptance effects, reproduced in the simulator with the real controllers.
+"""The acceptance effects, reproduced in the simulator with the real controllers.
 
 Each test runs whole simulated streams (seconds of CPU) and asserts the direction the papers
 report: fixed-point finds the Type-I point of a superlinear workload from above the Type-II

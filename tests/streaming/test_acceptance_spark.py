@@ -1,22 +1,22 @@
-"""Issue 4, acceptance on real Spark, sized for CI (about seven minutes in all).
+"""The streaming acceptance criteria on real Spark, sized for CI (about seven minutes in all).
 
 Reduce: with a per-key commit to SQLite over 4,000 keys at 8,000 records/s the processing
 time grows with the keys a batch touches (the paper's Reduce), and fixed-point settles at
-about 1.5 s on local[2] (measured 2026-11-23 on a quiet machine: interval 1.52 s, CV 0.15,
+about 1.5 s on local[2] (measured on a quiet machine: interval 1.52 s, CV 0.15,
 queue delay < 0.13 s). Static at 0.5 s is below the processing time and diverges.
 
 Join: with one key the per-batch join's output grows with the square of the batch. Small
 batches are overhead-bound (0.5 s for 6,300 records), so fixed-point settles near 0.7-1 s
-with room to spare; long batches are far past linear: measured 2026-11-24 on local[2],
+with room to spare; long batches are far past linear: measured on local[2],
 90,000 records took 9.6 s, 126,000 took 14.0 s, 147,000 took 24.5 s and 168,000 took
 30.9 s. At 10,500/s a 14 s batch (147,000 records) takes well over 14 s and the queue
 grows, while fixed-point stays near 1 s. For p = a + b*x + q*x**2 with rho = 0.7 the
 Type-II crossing is always more than 2.45 times the Type-I point (Type-I at u = q*x1 < 0.35
-puts p(t*x1) = x1*t at t = (1 + sqrt(1 - 4u(0.7 - u))) / 2u > 2.45), so the issue's
+puts p(t*x1) = x1*t at t = (1 + sqrt(1 - 4u(0.7 - u))) / 2u > 2.45), so the criterion
 "static at 2x the converged interval diverges" cannot hold on a two-stream join; the test
 shows the divergence at 14 s instead.
 The host's speed drifts by up to 2x within minutes: the same 147,000-record batch took
-22-25 s in one test run and 10 s in the next (CI, 2026-11-24). When the static batches
+22-25 s in one test run and 10 s in the next (CI). When the static batches
 finish under 1.1x their interval the test runs the pair again at a rate scaled for 1.35x
 (p/x grows as rate**1.75 at a fixed interval), with a warning.
 
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.spark
 REDUCE = {"profile": "constant:8000", "keys": 4000, "per_key_commit": True}
 JOIN_RATE = 10500.0
 STATIC_JOIN_S = 14.0
-SETTLE_S = 20.0  # the issue judges convergence after the first 20 s
+SETTLE_S = 20.0  # the criteria judge convergence after the first 20 s
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def spark():
 
 
 def convergence_failures(result) -> list[str]:
-    """What the issue's convergence criteria say about a run (empty when all hold)."""
+    """What the convergence criteria say about a run (empty when all hold)."""
     after = [r for r in result.records if r.cut_at >= SETTLE_S]
     if len(after) < 10:
         return [f"only {len(after)} batches after {SETTLE_S:g} s"]

@@ -3,7 +3,7 @@
 Input is the adabatch data source on the generator, or Spark's ``rate`` source turned into
 the generator's schema (wl_helpers); both are replayable and their records a pure function
 of the offset, so every committed batch can be recomputed.
-Exactly once (issue 4): a reduce query stopped, or killed with SIGKILL (at any moment, and
+Exactly once: a reduce query stopped, or killed with SIGKILL (at any moment, and
 right after its database commit but before Spark's commit log), then restarted from its
 checkpoint, ends with per-key totals equal to the records up to the last committed offset.
 """

@@ -1,5 +1,5 @@
 """Experiment 10, ``calibrate``: measure ``p(x, rate, k)`` on real Spark, fit the
-simulator's cost model to it, and score the simulator on held-out runs (issue 5).
+simulator's cost model to it, and score the simulator on held-out runs.
 
 Each run is the ``static`` controller at one (interval, blocks) pair under a rate that
 steps through :data:`RATES` (one phase each), so one run measures several record counts.
@@ -48,7 +48,7 @@ from adabatch.sim.calibration import Cell, CellError, Fit, fit, prediction_error
 from adabatch.sim.run import make_scenario, simulate
 from adabatch.sim.workloads import CostModel, make_workload
 
-TARGET_ERROR = 0.25  # issue 5 acceptance: within 25 % on held-out runs
+TARGET_ERROR = 0.25  # the calibration's promise: within 25 % on held-out runs
 SKIP_BATCHES = 2  # a new query's first batches plan and start Python workers
 MIN_CELL_BATCHES = 2
 CORES = 2.0  # local[2]; see _cores for other masters
@@ -138,7 +138,7 @@ class Calibrate(Experiment):
     name = "calibrate"
     warmup_s = 30.0  # the first queries of a session run slower while the JVM compiles
     title = "Calibrating the simulator on real Spark"
-    paper = "issue 5 acceptance (the simulator predicts held-out runs within 25 %)"
+    paper = "our own claim: the simulator predicts held-out Spark runs within 25 %"
     description = (
         "Static runs at a grid of (interval, blocks) pairs, each under a rate that steps "
         "through three levels, measure Spark's processing time p(x, rate, k). The "
@@ -163,7 +163,7 @@ class Calibrate(Experiment):
             duration = phase_s * len(RATES[wl])
             # fitted and held-out pairs interleaved in (interval, blocks) order: run after
             # run the JVM keeps getting faster (JIT), and held-out runs all after the fitted
-            # ones measured 15-40% faster than the fit predicted (2026-11-23)
+            # ones measured 15-40% faster than the fit predicted
             roles = {**{pair: "fit" for pair in fit_pairs}, **{pair: "held-out" for pair in held}}
             for (x, k), role in sorted(roles.items()):
                 out.append(

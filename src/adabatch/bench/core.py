@@ -1,4 +1,4 @@
-"""The experiment framework behind ``adabatch bench`` (issue 5).
+"""The experiment framework behind ``adabatch bench``.
 
 An experiment is a list of :class:`Config` (one real Spark run each), run one after
 another on the same seed in one SparkSession, and an analysis of their results
@@ -107,7 +107,8 @@ MARKER = "bench.json"  # written into every experiment directory we create
 WARMUP_DIR = "warmup"  # the unmeasured warm-up run's directory (a reserved config name)
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
-# Every registered experiment, issue 5 numbering: name -> module in adabatch.bench.
+# Every registered experiment in order (Experiment 1 to 10 of the module docstrings, the
+# order they run in and docs/results.md lists them in): name -> module in adabatch.bench.
 REGISTRY: dict[str, str] = {
     "static-vs-adaptive": "static_vs_adaptive",
     "timeline": "timeline",
@@ -418,7 +419,7 @@ class ExperimentResult:
 
 
 def names() -> list[str]:
-    """Every registered experiment name, in issue order."""
+    """Every registered experiment name, in order (Experiment 1 to 10)."""
     return list(REGISTRY)
 
 

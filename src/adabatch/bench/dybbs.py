@@ -89,12 +89,12 @@ def _markov(key: str, workload: str, rates: Sequence[float], dwell_s: float) -> 
 
 
 # Rates where the per-record work, not only the ~0.3 s per-batch overhead, sets the
-# interval on local[2] (measured 2026-11-23: Reduce over 1,000 keys costs ~0.23 s + 0.9 us
+# interval on local[2] (measured: Reduce over 1,000 keys costs ~0.23 s + 0.9 us
 # per record on two blocks; Join over one key p ~0.47 s at 0.5 s and ~3.9 s at 4 s of
 # 14,000/s), with periods and dwell times shortened to fit minutes of Spark time. The peaks
 # keep the per-record load near a quarter of each second (Reduce) so every approach has a
 # stable interval even when the shared machine is half again slower: at 800,000/s (an
-# earlier choice) the load exceeded fixed-point's 0.7 and every run diverged (2026-11-24).
+# earlier choice) the load exceeded fixed-point's 0.7 and every run diverged.
 SCENARIOS = (
     _sine("reduce-sine", "reduce", 60_000, 300_000, 30.0),
     _markov("reduce-markov", "reduce", (60_000, 180_000, 300_000), 10.0),

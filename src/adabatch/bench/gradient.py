@@ -8,7 +8,7 @@ over 100,000 keys) under a sine rate, with fixed-point on the same stream.
 
 The headline is what holds on stock Spark here: the gradient controller never settles.
 Its fixed step makes it a bang-bang stepper around the condition line (a sawtooth between
-0.2 and 0.7 s on 2026-11-24), so its interval varies far more than fixed-point's (CV 0.38
+0.2 and 0.7 s), so its interval varies far more than fixed-point's (CV 0.38
 vs 0.15 on Spark; at least 1.36x in 20 of 20 simulated seeds at noise sigma 0.05-0.3).
 Whether it also ends *worse* (unstable, or a higher p95) depends on the noise: on a quiet
 local[2] the processing times of consecutive batches differ by less than 0.1 s, the slope
@@ -46,7 +46,7 @@ FULL_SKIP_S, QUICK_SKIP_S = 10.0, 8.0
 # at its 0.1 s minimum, which it would leave only 0.1 s per completed batch.
 START_S = 0.6
 # the headline: gradient's interval CV over fixed-point's (>= 1.36 in 20 of 20 simulated
-# seeds at noise sigma 0.05-0.3; 2.5 on Spark on 2026-11-24)
+# seeds at noise sigma 0.05-0.3; 2.5 on Spark)
 SETTLE_RATIO = 1.3
 
 

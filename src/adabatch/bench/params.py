@@ -45,8 +45,8 @@ RHOS = (0.5, 0.6, 0.7, 0.8, 0.9)
 RS = (0.1, 0.25, 0.4)
 # The default (paper-shaped) model's rates, and the rates on Spark and its calibration,
 # where per-record work matters on local[2] (see adabatch.bench.dybbs): Reduce at 300,000/s
-# is about a quarter of each second of per-record work on two cores (calibrated
-# 2026-11-24: 0.21 s + 1.57 us per record per core), Join over one key at 7,000/s has a
+# is about a quarter of each second of per-record work on two cores (calibrated:
+# 0.21 s + 1.57 us per record per core), Join over one key at 7,000/s has a
 # Type-I point with room (at 10,000/s a machine a third slower had none).
 PROFILES = {"reduce": "constant:150000", "join": "constant:8000"}
 SPARK_PROFILES = {"reduce": "constant:300000", "join": "constant:7000"}

@@ -25,7 +25,7 @@ simulator's toxic parameter combinations, and a few of them on real Spark
 
 The interval is 2 s rather than the blog's 1 s: on local[2] a micro-batch costs 0.3 s
 before any record, and up to 0.9 s when the shared machine is slow; at 1 s the scheduling
-delay that overhead causes pinned every case to its minimum rate (measured 2026-11-24),
+delay that overhead causes pinned every case to its minimum rate (measured),
 which is neither the blog's oscillation nor its convergence.
 """
 

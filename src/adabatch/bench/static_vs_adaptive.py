@@ -8,7 +8,7 @@ shape: mean and p95 batch latency, stability, the ratio to the best static inter
 hindsight (the oracle) and to ``spark-default``, and the cost (CPU s per million records,
 busy fraction).
 
-Rates. Measured on local[2] with nothing else running (PySpark 4.3, 2026-11-23, static
+Rates. Measured on local[2] with nothing else running (PySpark 4.3, static
 runs of 16 s): every workload costs ~0.3 s per micro-batch whatever its size up to ~100k
 records, so the rates are high enough that the per-record work matters. Filter at
 250,000/s: p = 0.51 / 0.73 / 1.06 s at x = 0.5 / 1 / 2 s. Reduce commits every key in its
@@ -19,10 +19,10 @@ Window at 400,000/s: p = 0.52 / 0.89 s at x = 0.5 / 2 s.
 
 The rates below are about two thirds of those, so that at the sine's peak (1.5 times the
 mean) the per-record load stays near 0.4 of each second and fixed-point's ``p = 0.7 x``
-point exists even when the shared machine is a third slower (at the measured rates it did
-not on 2026-11-24, and every run of the group diverged). 2 s is stable in every group.
+point exists even when the shared machine is a third slower (at the measured rates it once
+did not, and every run of the group diverged). 2 s is stable in every group.
 Whether 0.25 s diverges depends on the machine's speed that hour: the per-batch overhead
-was ~0.3 s on 2026-11-23 and 0.21-0.22 s in the full run of 2026-11-24, when 0.25 s held
+was ~0.3 s in the measurements above and 0.21-0.22 s in a later full run, when 0.25 s held
 for Filter and Reduce and diverged for Join and Window. So the headline is judged on the
 groups where the smallest static interval did diverge, and the ``--quick`` version, one
 group, sweeps 0.1 s: below any per-batch overhead measured here, it can only diverge.

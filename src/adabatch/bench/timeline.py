@@ -10,19 +10,19 @@ The sweep is relative to this machine's speed at the time of the run: Spark's de
 trigger at the mean rate runs first and settles where ``p(x) = x`` (the critical interval
 ``x_c``, the smallest that keeps up), and the static intervals swept are multiples of it.
 A fixed grid put the best static interval anywhere from just above ``x_c`` to twice it
-depending on how busy the shared machine was (measured 2026-11-24: 0.5 s in one run, 1 s
+depending on how busy the shared machine was (measured: 0.5 s in one run, 1 s
 in the next), and only a static interval close to ``x_c`` is overloaded at the peaks.
 
 Rates: Reduce commits every key in its own transaction (the paper's Reduce) over 100,000
 keys, so nearly every record is a key to commit: a batch costs ~0.26 s plus 0.16-0.27 ms
-per record on local[2] depending on how busy the shared machine is (2026-11-23/24). The
+per record on local[2] depending on how busy the shared machine is. The
 sine 50-2,200/s puts the per-record load at its peak between 35% and 60% of each second:
 fixed-point's ``p = 0.7 x`` point moves from ~0.4 s at the trough to 0.75-2.6 s at the
 peak.
 
 Headline. Whether the static interval for the mean rate is overloaded at the peaks turns on
 a few percent of processing time: the machine's speed drifted by 30% between the sweep and
-the sine run within one experiment (2026-11-24: x_c = 0.58 s, then a static 0.62 s that was
+the sine run within one experiment (x_c = 0.58 s, then a static 0.62 s that was
 never overloaded on the sine), so that comparison is reported but the headline is the half
 of the figure pair that does not depend on it: fixed-point follows the rate (Fig. 17), its
 mean interval over the batches in the sine's top third of rates at least ``WIDENS`` times

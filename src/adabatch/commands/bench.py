@@ -1,4 +1,4 @@
-"""``adabatch bench``: the papers' experiments on real Spark (issue 5)."""
+"""``adabatch bench``: the papers' experiments on real Spark."""
 
 from __future__ import annotations
 

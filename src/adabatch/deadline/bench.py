@@ -523,7 +523,7 @@ def run_bench_config(config: BenchConfig) -> Path:
     if "multi" not in config.skip:
         steps += 1 + (1 if config.spark_multi and kept_multi is None else 0)
     # Every kept row is in the results before the first save: a resumed bench stopped
-    # after its profiles once saved a results.json without them (2026-11-24).
+    # after its profiles once saved a results.json without them.
     for key in ("single", "baseline", "simulation", "spark_multi"):
         if key in previous:
             results[key] = previous[key]
@@ -580,7 +580,7 @@ def run_bench_config(config: BenchConfig) -> Path:
         def warm(name: str) -> None:
             """Run ``name`` once unmeasured unless this process has run it: a resumed
             bench starts in a new JVM, whose first jobs ran at 3x their model (CQ1 1D,
-            1.1 s late, 2026-11-24). The profile sweep starts with the same warm-up."""
+            1.1 s late). The profile sweep starts with the same warm-up."""
             if name not in warmed:
                 bar.update(task, description=f"warm-up {name}")
                 run_in_batches(spark, manifest, name, 2, out / "work" / "warmup" / name)

@@ -116,7 +116,7 @@ def run_plan(plan: QueryPlan, executor: Executor, *, early: bool = True) -> Plan
     arrived (when the executor knows when that is) and the previous batch has finished,
     never later than planned: the same batches at the same cost, with the slack moved to
     the end where it absorbs a batch that runs longer than its model. On the Spark runner
-    (SF 0.1, 2026-11-23) 9 of 10 late plans were late because the first batch, started at
+    (SF 0.1) 9 of 10 late plans were late because the first batch, started at
     its latest start, overran into the last one. ``early=False`` keeps the planned starts.
     """
     if not plan.feasible:

@@ -447,7 +447,7 @@ _STATIC: dict[tuple[str, str, int], DataFrame] = {}
 def static_frames(spark: SparkSession, manifest: Manifest, query: QueryDef) -> dict[str, DataFrame]:
     """The static tables ``query`` joins, read whole once per Spark application and kept
     in memory: they never change, and reading ``part`` again for every batch made a
-    one-slot Q14 batch cost 0.73 s instead of 0.23 s (SF 1, 2026-11-24). The first call
+    one-slot Q14 batch cost 0.73 s instead of 0.23 s (SF 1). The first call
     loads them, so callers call this before their timed work (the batch runner when it
     starts, the Structured Streaming baseline before its query starts: both see the same
     cached tables)."""
@@ -533,7 +533,7 @@ def run_partial(
 def answer_table(frame: DataFrame) -> pa.Table:
     """Compute ``frame`` and fetch the answer as Arrow. ``collect()`` builds a Python
     ``Row`` per row, which for CQ4's 200,000 parts cost 0.6 s, more than the aggregation
-    itself (2026-11-24), and the final aggregation's cost decides the tightest deadlines;
+    itself, and the final aggregation's cost decides the tightest deadlines;
     turning the table into Python rows (:func:`answer_rows`) is left to whoever checks
     the answer, outside the timed job."""
     return frame.toArrow()

@@ -68,14 +68,14 @@ SPARK_CONF = {
     "spark.ui.showConsoleProgress": "false",
     # Adaptive query execution re-plans every job at run time; for the jobs of a few
     # hundred milliseconds this scheduler runs on local[2] that costs more than it saves
-    # (CQ4's final aggregation at SF 0.5: 0.55 s with it, 0.37 s without, 2026-11-24), and
+    # (CQ4's final aggregation at SF 0.5: 0.55 s with it, 0.37 s without), and
     # the final aggregation's cost is what bounds the tightest deadlines. Every deadline
     # command (profile, run, baseline, bench) uses the same settings, so the fitted cost
     # models and the Structured Streaming baseline see the same engine.
     "spark.sql.adaptive.enabled": "false",
     # Spark's default 1 GiB driver heap (the only JVM in local mode) ran out in the SF 1
     # bench's Structured Streaming Q3 (stream-stream join state) and took the bench down
-    # with it (2026-11-24). Applies when this conf starts the JVM.
+    # with it. Applies when this conf starts the JVM.
     "spark.driver.memory": "8g",
 }
 """Real seconds a batch waits for files that are due but not yet renamed into the landing

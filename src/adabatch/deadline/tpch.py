@@ -61,8 +61,8 @@ a 32 s window. The tightest deadline, 0.1D after the window end (D: the whole wi
 one batch), must hold a last one-slot batch and the final aggregation, which cost about
 0.1-0.7 s on local[2] whatever the scale. D grows with the number of files more than with
 the data (CQ1 at SF 1: 1.3 s in 400 files, 4.0 s in 1000), so it is the files that make
-room: at 1600 slots D is 3.8-11.9 s and the last step at most 6.2% of D (measured
-2026-11-24); at SF 0.1 in 240 slots (D of 1-2.4 s), 21 of 72 single-query deadlines were
+room: measured at 1600 slots, D is 3.8-11.9 s and the last step at most 6.2% of D; at SF 0.1
+in 240 slots (D of 1-2.4 s), 21 of 72 single-query deadlines were
 infeasible before running."""
 
 MANIFEST_NAME = "manifest.json"

@@ -1,6 +1,6 @@
 """Fitting the simulator's cost model to processing times measured on real Spark.
 
-Issue 5, experiment ``calibrate``: static runs on real Spark measure ``p(x, rate, k)``
+The ``calibrate`` experiment: static runs on real Spark measure ``p(x, rate, k)``
 over a grid; :func:`fit` chooses the free parameters of a workload's
 :class:`~adabatch.sim.workloads.CostModel` by least squares on the *relative* error of
 each cell's mean processing time (a cell = the batches of one interval, blocks and rate);

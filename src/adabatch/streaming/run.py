@@ -58,7 +58,7 @@ RECENT_PROGRESS = "100000"  # keep every progress report of a run (Spark keeps 1
 # appended to); the summary and the timeline of the earlier run are replaced.
 REPLACED_FILES = ("summary.json", "timeline.png")
 APPENDED_FILES = ("metrics.jsonl", "spark_progress.jsonl")
-DEFAULT_WARMUP_S = 20.0  # issue 4 acceptance judges convergence "after the first 20 s"
+DEFAULT_WARMUP_S = 20.0  # the acceptance criteria judge convergence "after the first 20 s"
 
 
 def parse_trigger(text: str) -> float | None:

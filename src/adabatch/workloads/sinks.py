@@ -3,7 +3,7 @@
 Every workload commits its per-batch results through :class:`Database` inside one
 transaction per batch that also claims the batch id in the ``batches`` table (primary key
 ``run_id, query, batch_id``). A batch Spark replays after a restart finds its id claimed and
-writes nothing, so results are exactly once (issue 4) even when the driver is killed between
+writes nothing, so results are exactly once even when the driver is killed between
 the database commit and Spark's commit log.
 
 URLs: ``sqlite:///abs/path.db`` or ``sqlite:rel/path.db`` (a file), ``postgresql://user@host:port/db``
