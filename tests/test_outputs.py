@@ -191,6 +191,9 @@ def test_remove_tree_deletes_only_marked_directories_inside_the_root(tmp_path: P
     (ours / "x").write_text("1")
     assert remove_tree(ours, inside=root) and not ours.exists()
     assert not remove_tree(root / "never-made", inside=root)
+    empty = root / "empty"  # a user's empty directory: nothing to clear, left in place
+    empty.mkdir()
+    assert not remove_tree(empty, inside=root) and empty.is_dir()
 
 
 def test_tpch_landing_refuses_an_unmarked_staging_dir(tmp_path: Path) -> None:

@@ -201,8 +201,9 @@ def remove_tree(
     path: str | os.PathLike[str], *, inside: str | os.PathLike[str], what: str = "directory"
 ) -> bool:
     """Delete directory ``path`` if adabatch made it (it carries a marker) and it lies
-    inside ``inside``; ``False`` if there was nothing to delete. Anything else is refused
-    with one line and nothing is deleted."""
+    inside ``inside``; ``False`` if there was nothing to delete (absent, or an empty
+    directory, which is left in place). Anything else is refused with one line and
+    nothing is deleted."""
     p = Path(path)
     if not (p.exists() or p.is_symlink()):
         return False
@@ -213,6 +214,8 @@ def remove_tree(
     if real == root or root not in real.parents:
         raise _fail(what, p, f"is not inside {shown(str(root))}; not deleted")
     if not is_marked(p):
+        if next(p.iterdir(), None) is None:  # empty: nothing to clear, the caller may use it
+            return False
         raise _fail(
             what, p, f"was not created by adabatch (it has no {MARKER} marker); not deleted"
         )
