@@ -217,8 +217,8 @@ def test_redact_url(url: str, written: str) -> None:
 def test_the_bench_command_line_and_configs_hide_the_master_password() -> None:
     from argparse import Namespace
 
+    from adabatch.bench.experiments.deadline import BenchConfig
     from adabatch.commands.bench import _command
-    from adabatch.deadline.bench import BenchConfig
 
     master = "spark://admin:hunter2@cluster:7077"
     args = Namespace(experiment="x", quick=False, out="o", master=master, seed=0, docs="d")

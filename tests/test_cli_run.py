@@ -10,8 +10,8 @@ import pytest
 from adabatch.cli import main
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord, read_jsonl
-from adabatch.streaming.compare import split_params, tabulate
-from adabatch.streaming.run import batch_records, parse_trigger, query_error, spark_durations
+from adabatch.runs.compare import split_params, tabulate
+from adabatch.runs.spark_job import batch_records, parse_trigger, query_error, spark_durations
 
 BASE = ["--profile", "constant:200", "--duration", "20s", "--master", "local[2]"]
 

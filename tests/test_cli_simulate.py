@@ -219,7 +219,7 @@ def _png_size(path) -> tuple[int, int]:
 def test_timeline_adds_a_blocks_panel_only_when_blocks_vary(tmp_path):
     from adabatch.control.base import BatchReport
     from adabatch.metrics import BatchRecord
-    from adabatch.plots import plot_timeline
+    from adabatch.report.timeline import plot_timeline
 
     def record(i: int, blocks: int) -> BatchRecord:
         report = BatchReport(i, 1.0, blocks, 1000, 0.4, 0.0, i + 1.0, i + 1.0, i + 1.4)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from adabatch.cost import CpuMeter, cost_summary, cpu_seconds, snapshot
+from adabatch.runs.cpu import CpuMeter, cost_summary, cpu_seconds, snapshot
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
 # a parent that ignores SIGCHLD: its burning child is reaped by the kernel, uncounted. The

@@ -25,7 +25,7 @@ from adabatch.outputs import (
     remove_tree,
     summary_json,
 )
-from adabatch.sim.run import RUN_FILES, make_scenario, simulate, write_run
+from adabatch.runs.simulated import RUN_FILES, make_scenario, simulate, write_run
 
 ADABATCH = Path(sys.executable).parent / "adabatch"
 SIM = ["simulate", "--workload", "reduce", "--controller", "static", "--param", "interval=1"]
@@ -199,7 +199,7 @@ def test_remove_tree_deletes_only_marked_directories_inside_the_root(tmp_path: P
 def test_tpch_landing_refuses_an_unmarked_staging_dir(tmp_path: Path) -> None:
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    from adabatch.deadline import tpch
+    from adabatch.deadline.spark import tpch
 
     (tmp_path / "tables").mkdir()
     pq.write_table(pa.table({"o_orderkey": [1, 2]}), tmp_path / "tables" / "orders.parquet")
@@ -218,7 +218,7 @@ def test_tpch_landing_refuses_an_unmarked_staging_dir(tmp_path: Path) -> None:
 
 
 def test_deadline_publish_refuses_siblings_it_did_not_make(tmp_path: Path) -> None:
-    from adabatch.deadline.bench import _publish
+    from adabatch.bench.experiments.deadline import _publish
 
     out, docs = tmp_path / "out", tmp_path / "docs"
     out.mkdir()

@@ -328,7 +328,7 @@ def test_cli_bad_input_is_one_line(argv: list[str], message: str, capsys, tmp_pa
 
 
 def test_static_vs_adaptive_headline_is_judged_where_the_small_interval_diverged() -> None:
-    from adabatch.bench.static_vs_adaptive import verdicts_for
+    from adabatch.bench.experiments.static_vs_adaptive import verdicts_for
 
     def group(g: str, small_stable: bool, fp_stable: bool) -> list[Outcome]:
         return [

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from adabatch import cost
-from adabatch.bench.load import BackgroundLoad, LoadSchedule, LoadWindow, _start_time
+from adabatch.bench.experiments.load import BackgroundLoad, LoadSchedule, LoadWindow, _start_time
 from adabatch.errors import AdabatchError
+from adabatch.runs import cpu as cost
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -56,7 +56,7 @@ def test_workers_burn_cpu_outside_our_tree_and_stop() -> None:
 def test_workers_exit_when_their_owner_is_killed() -> None:
     script = textwrap.dedent(
         """
-        from adabatch.bench.load import BackgroundLoad
+        from adabatch.bench.experiments.load import BackgroundLoad
         import sys, time
         load = BackgroundLoad(1)
         load.start()

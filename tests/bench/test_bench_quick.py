@@ -25,8 +25,8 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def spark():
+    from adabatch.runs.spark_job import SPARK_CONF
     from adabatch.spark import get_spark
-    from adabatch.streaming.run import SPARK_CONF
 
     return get_spark("local[2]", conf=SPARK_CONF)
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from adabatch.bench.convergence import (
+from adabatch.bench.experiments.convergence import (
     Schedule,
     convergence_time,
     schedule,

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from adabatch.bench import dybbs
-from adabatch.bench.dybbs import (
+from adabatch.bench.experiments import dybbs
+from adabatch.bench.experiments.dybbs import (
     SCENARIOS,
     StaticChoice,
     best_pair,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from adabatch.bench.core import Config, Context, Outcome, Settings, get_experiment
-from adabatch.sim.run import make_scenario, simulate
+from adabatch.runs.simulated import make_scenario, simulate
 
 TRUTH = {"overhead_s": 0.35, "per_record_s": 1e-6, "per_block_s": 0.04, "sigma": 0.05}
 JOIN_PER_PAIR_S = 6e-9

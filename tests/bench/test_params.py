@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from adabatch.bench.params import param_grid, plot_grids
+from adabatch.bench.experiments.params import param_grid, plot_grids
 from adabatch.sim.workloads import make_workload
 
 

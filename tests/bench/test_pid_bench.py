@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from adabatch.bench.pid import (
+from adabatch.bench.experiments.pid import (
     OFFER,
     blog_sweep,
     capacity,

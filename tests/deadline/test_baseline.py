@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adabatch.deadline import tpch
-from adabatch.deadline.baseline import Trigger, _is_memory_error
+from adabatch.deadline.spark import tpch
+from adabatch.deadline.spark.baseline import Trigger, _is_memory_error
 from adabatch.errors import AdabatchError
 
 
@@ -42,8 +42,8 @@ def spark():
     ("query", "trigger"), [("q4", "default"), ("q19", "processing:1"), ("cq3", "available-now")]
 )
 def test_streaming_query_answers_like_duckdb(spark, manifest, tmp_path, query, trigger) -> None:
-    from adabatch.deadline.baseline import run_streaming
-    from adabatch.deadline.queries import get_query
+    from adabatch.deadline.spark.baseline import run_streaming
+    from adabatch.deadline.spark.queries import get_query
 
     deadline = manifest.window_end + 600.0
     run = run_streaming(spark, manifest, query, trigger, tmp_path, deadline=deadline)
@@ -67,7 +67,7 @@ def test_streaming_query_answers_like_duckdb(spark, manifest, tmp_path, query, t
 
 @pytest.mark.spark
 def test_failed_stream_is_reported_not_raised(spark, tmp_path) -> None:
-    from adabatch.deadline.baseline import run_streaming
+    from adabatch.deadline.spark.baseline import run_streaming
 
     m = tpch.prepare(tmp_path / "data", scale_factor=0.01, slots=4, rate=4.0)
     m.staging_path(m.slots[2], "lineitem").write_bytes(b"not a parquet file")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from adabatch.deadline import bench
-from adabatch.deadline.cost import AggCostModel, LinearCost, PiecewiseLinearCost
-from adabatch.deadline.profile import Profile, SweepPoint
-from adabatch.deadline.tpch import Manifest, Slot
+from adabatch.bench.experiments import deadline as bench
+from adabatch.deadline.core.cost import AggCostModel, LinearCost, PiecewiseLinearCost
+from adabatch.deadline.spark.profile import Profile, SweepPoint
+from adabatch.deadline.spark.tpch import Manifest, Slot
 from adabatch.errors import AdabatchError
 
 SLOTS = 40
@@ -148,7 +148,7 @@ def test_simulated_grid_covers_the_papers_figures(profiles, tmp_path) -> None:
 
 
 def test_sim_c_max_is_the_largest_min_batch_cost_unless_given(profiles) -> None:
-    from adabatch.deadline.multi import find_min_batch_size
+    from adabatch.deadline.core.multi import find_min_batch_size
 
     config = bench.BenchConfig(out=Path("/tmp"), sim_deltas=(1.0,), sim_window_s=600.0)
     c_max = bench.sim_c_max(_manifest(), profiles, config)

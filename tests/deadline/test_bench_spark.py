@@ -30,7 +30,7 @@ def test_quick_bench_then_resume_runs_only_what_is_missing(tmp_path, capsys, mon
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:
-        m.setattr("adabatch.deadline.baseline.run_streaming", stopped)
+        m.setattr("adabatch.deadline.spark.baseline.run_streaming", stopped)
         assert main([*base, "--resume"]) == 130  # interrupted
     stopped_run = json.loads((out / "results.json").read_text())
     assert stopped_run["single"] == first["single"] and stopped_run["runs"] == 2

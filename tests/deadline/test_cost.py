@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adabatch.deadline.cost import (
+from adabatch.deadline.core.cost import (
     AggCostModel,
     LinearCost,
     MonotoneCost,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from adabatch.cli import main
-from adabatch.deadline.multi import MAX_BATCHES
-from adabatch.deadline.single import MAX_PLAN_BATCHES
-from adabatch.deadline.spec import MAX_SPEC_BYTES, load_scenario, load_specs
+from adabatch.deadline.core.multi import MAX_BATCHES
+from adabatch.deadline.core.single import MAX_PLAN_BATCHES
+from adabatch.deadline.core.spec import MAX_SPEC_BYTES, load_scenario, load_specs
 from adabatch.errors import AdabatchError
 
 GOOD = (
@@ -59,7 +59,7 @@ def test_plan_refuses_ids_that_are_not_file_names(
 def test_run_refuses_a_climbing_id_before_building_data(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("adabatch.deadline.cli_spark")
+    pytest.importorskip("adabatch.commands.deadline_spark")
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "keep.txt").write_text("mine")
@@ -378,7 +378,7 @@ def test_the_help_names_the_papers_time_trigger_and_our_default() -> None:
 def test_spark_subcommands_check_every_option_before_building_data(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
 ) -> None:
-    pytest.importorskip("adabatch.deadline.cli_spark")
+    pytest.importorskip("adabatch.commands.deadline_spark")
     profile = tmp_path / "q6.json"
     profile.write_text("{}", encoding="utf-8")
     data, out = tmp_path / "data", tmp_path / "out"

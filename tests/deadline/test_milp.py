@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from adabatch.cli import main
-from adabatch.deadline.cost import AggCostModel, LinearCost, MonotoneCost
-from adabatch.deadline.milp import MAX_MILP_BATCHES, check_plan, plan_milp, solve_batches
-from adabatch.deadline.schedule import Batch
-from adabatch.deadline.single import plan_problems, plan_single
-from adabatch.deadline.spec import QuerySpec, query_spec
+from adabatch.deadline.core.cost import AggCostModel, LinearCost, MonotoneCost
+from adabatch.deadline.core.milp import MAX_MILP_BATCHES, check_plan, plan_milp, solve_batches
+from adabatch.deadline.core.schedule import Batch
+from adabatch.deadline.core.single import plan_problems, plan_single
+from adabatch.deadline.core.spec import QuerySpec, query_spec
 from adabatch.errors import AdabatchError
 
 
@@ -179,7 +179,7 @@ def test_the_milp_search_is_bounded() -> None:
 def test_a_search_out_of_time_reports_function_1s_verified_plan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import adabatch.deadline.milp as milp_module
+    import adabatch.deadline.core.milp as milp_module
 
     spec = paper_case(11)
     monkeypatch.setattr(milp_module, "SEARCH_BUDGET_S", 0.0)

@@ -8,22 +8,22 @@ import math
 
 import pytest
 
-from adabatch.deadline.arrival import ConstantArrival
-from adabatch.deadline.cost import AggCostModel, LinearCost
-from adabatch.deadline.feasibility import Job, check_feasibility, demand_test, min_batch_jobs
-from adabatch.deadline.multi import (
+from adabatch.deadline.core.arrival import ConstantArrival
+from adabatch.deadline.core.cost import AggCostModel, LinearCost
+from adabatch.deadline.core.feasibility import Job, check_feasibility, demand_test, min_batch_jobs
+from adabatch.deadline.core.multi import (
     MultiQueryScheduler,
     cost_in_batches_of,
     find_min_batch_size,
 )
-from adabatch.deadline.simulate import (
+from adabatch.deadline.core.simulate import (
     SimulatedExecutor,
     compare,
     generate_scenario,
     paper_deadlines,
     simulate,
 )
-from adabatch.deadline.spec import STRATEGIES, QuerySpec, Scenario, query_spec
+from adabatch.deadline.core.spec import STRATEGIES, QuerySpec, Scenario, query_spec
 from adabatch.errors import AdabatchError
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from adabatch.deadline import tpch
-from adabatch.deadline.cost import AggCostModel, LinearCost, MonotoneCost, PiecewiseLinearCost
-from adabatch.deadline.profile import (
+from adabatch.deadline.core.cost import AggCostModel, LinearCost, MonotoneCost, PiecewiseLinearCost
+from adabatch.deadline.spark import tpch
+from adabatch.deadline.spark.profile import (
     SweepPoint,
     agg_with_margin,
     default_sizes,
@@ -98,7 +98,7 @@ def test_load_profile_errors(tmp_path) -> None:
 @pytest.mark.spark
 def test_profile_on_spark_writes_a_file_the_spec_loader_reads(tmp_path, capsys) -> None:
     from adabatch.cli import main
-    from adabatch.deadline.spec import load_specs
+    from adabatch.deadline.core.spec import load_specs
 
     data = tmp_path / "data"
     tpch.prepare(data, scale_factor=0.01, slots=8, rate=4.0)

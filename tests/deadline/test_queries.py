@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from adabatch.deadline import queries as Q
-from adabatch.deadline import tpch
+from adabatch.deadline.spark import queries as Q
+from adabatch.deadline.spark import tpch
 from adabatch.errors import AdabatchError
 
 BATCHES = ([0, 1], [2], [3, 4, 5])  # unequal batches of whole slots, in arrival order

@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from adabatch.deadline import tpch
-from adabatch.deadline.cost import AggCostModel, LinearCost
-from adabatch.deadline.schedule import Batch, QueryPlan
-from adabatch.deadline.single import plan_single
-from adabatch.deadline.spec import Scenario
+from adabatch.deadline.core.cost import AggCostModel, LinearCost
+from adabatch.deadline.core.schedule import Batch, QueryPlan
+from adabatch.deadline.core.single import plan_single
+from adabatch.deadline.core.spec import Scenario
+from adabatch.deadline.spark import tpch
 from adabatch.errors import AdabatchError
 
 pytestmark = pytest.mark.spark
@@ -32,7 +32,7 @@ def spark():
 
 
 def test_run_in_batches_combines_to_duckdb(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.runner import run_in_batches
+    from adabatch.deadline.spark.runner import run_in_batches
 
     run = run_in_batches(spark, manifest, "q4", 3, tmp_path, check=True)
     assert run.correct is True
@@ -46,7 +46,7 @@ def test_run_in_batches_combines_to_duckdb(spark, manifest, tmp_path) -> None:
 
 
 def test_run_single_follows_the_plan_in_real_time(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.runner import run_single, spec_for
+    from adabatch.deadline.spark.runner import run_single, spec_for
 
     n = manifest.total("lineitem")
     spec = spec_for(
@@ -80,7 +80,7 @@ def test_run_single_follows_the_plan_in_real_time(spark, manifest, tmp_path) -> 
 
 
 def test_function1_plan_runs_on_spark(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.runner import run_single, spec_for
+    from adabatch.deadline.spark.runner import run_single, spec_for
 
     n = manifest.total("orders")
     spec = spec_for(
@@ -103,7 +103,7 @@ def test_function1_plan_runs_on_spark(spark, manifest, tmp_path) -> None:
 
 
 def test_infeasible_deadline_fails_before_running(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.runner import run_single, spec_for
+    from adabatch.deadline.spark.runner import run_single, spec_for
 
     n = manifest.total("lineitem")
     spec = spec_for(
@@ -115,8 +115,8 @@ def test_infeasible_deadline_fails_before_running(spark, manifest, tmp_path) -> 
 
 
 def test_spec_must_describe_the_landing_data(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.runner import run_single
-    from adabatch.deadline.spec import query_spec
+    from adabatch.deadline.core.spec import query_spec
+    from adabatch.deadline.spark.runner import run_single
 
     spec = query_spec(
         "q6",
@@ -135,7 +135,7 @@ def test_spec_must_describe_the_landing_data(spark, manifest, tmp_path) -> None:
 
 
 def test_missing_input_files_are_a_clear_error(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.runner import SparkExecutor, spec_for
+    from adabatch.deadline.spark.runner import SparkExecutor, spec_for
 
     spec = spec_for(manifest, "q6", deadline=10.0, cost=LinearCost(1e-6, 0.5))
     clock = tpch.StreamClock.starting_now(manifest.window_start)
@@ -150,7 +150,7 @@ def test_missing_input_files_are_a_clear_error(spark, manifest, tmp_path) -> Non
 
 
 def test_lost_staged_file_stops_the_run(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.runner import run_single, spec_for
+    from adabatch.deadline.spark.runner import run_single, spec_for
 
     n = manifest.total("lineitem")
     spec = spec_for(
@@ -176,7 +176,7 @@ def test_lost_staged_file_stops_the_run(spark, manifest, tmp_path) -> None:
 
 
 def test_multi_query_loop_on_spark(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.runner import run_multi, spec_for
+    from adabatch.deadline.spark.runner import run_multi, spec_for
 
     specs = []
     for name, stream in (("cq1", "orders"), ("q14", "lineitem")):

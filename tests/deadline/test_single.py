@@ -8,18 +8,18 @@ import dataclasses
 import numpy as np
 import pytest
 
-from adabatch.deadline.arrival import TraceArrival
-from adabatch.deadline.cost import AggCostModel, LinearCost, MonotoneCost, PiecewiseLinearCost
-from adabatch.deadline.executor import run_plan
-from adabatch.deadline.simulate import SimulatedExecutor
-from adabatch.deadline.single import (
+from adabatch.deadline.core.arrival import TraceArrival
+from adabatch.deadline.core.cost import AggCostModel, LinearCost, MonotoneCost, PiecewiseLinearCost
+from adabatch.deadline.core.executor import run_plan
+from adabatch.deadline.core.simulate import SimulatedExecutor
+from adabatch.deadline.core.single import (
     AHEAD_COST_TOL,
     earliest_completion,
     plan_problems,
     plan_single,
     schedule_without_agg_cost,
 )
-from adabatch.deadline.spec import QuerySpec, query_spec
+from adabatch.deadline.core.spec import QuerySpec, query_spec
 
 
 def paper_case(deadline: float, **kw) -> QuerySpec:  # type: ignore[no-untyped-def]

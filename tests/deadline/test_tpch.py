@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from adabatch.deadline import tpch
+from adabatch.deadline.spark import tpch
 from adabatch.errors import AdabatchError
 
 SLOTS = 10

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from adabatch.metrics import BatchRecord
-from adabatch.sim.run import make_scenario, simulate
+from adabatch.runs.simulated import make_scenario, simulate
 
 # 1200 s, latency over the second half, seed 4. Reduce runs
 # at 100k-300k records/s, where the work (4 us per record on 2 cores) and not the

@@ -12,8 +12,8 @@ from adabatch.control.base import BatchPlan, BatchReport, Controller
 from adabatch.control.registry import create
 from adabatch.errors import AdabatchError
 from adabatch.profiles import parse_profile
+from adabatch.runs.simulated import make_scenario, simulate
 from adabatch.sim.engine import run_simulation
-from adabatch.sim.run import make_scenario, simulate
 from adabatch.sim.workloads import make_workload, parse_resources
 
 

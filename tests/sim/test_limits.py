@@ -15,8 +15,8 @@ from adabatch.commands.simulate import SimProgress
 from adabatch.control import registry
 from adabatch.errors import AdabatchError
 from adabatch.profiles import MAX_TRACE_BYTES, check_span, parse_profile
+from adabatch.runs.simulated import MAX_GRID, make_scenario, parse_grid, simulate, sweep_static
 from adabatch.sim.engine import MAX_BATCHES, run_simulation
-from adabatch.sim.run import MAX_GRID, make_scenario, parse_grid, simulate, sweep_static
 
 
 def simulate_cli(tmp_path: Path, *extra: str, profile: str = "constant:1000") -> int:

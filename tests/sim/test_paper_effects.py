@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from adabatch.sim.run import make_scenario, simulate, sweep_static
+from adabatch.runs.simulated import make_scenario, simulate, sweep_static
 from adabatch.sim.workloads import stability_crossings
 
 RHO = 0.7

@@ -32,7 +32,7 @@ import warnings
 import numpy as np
 import pytest
 
-from adabatch.streaming.run import SPARK_CONF, RunConfig, run_spark
+from adabatch.runs.spark_job import SPARK_CONF, RunConfig, run_spark
 
 pytestmark = pytest.mark.spark
 

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
+from adabatch.batching import BatchCutter, CutBatch, Limit, merge
 from adabatch.control import registry
 from adabatch.control.base import BatchPlan, BatchReport, Controller
 from adabatch.errors import AdabatchError
-from adabatch.streaming.cutter import BatchCutter, CutBatch, Limit, merge
 
 
 def constant(rate: float):

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from adabatch.batching import Limit
 from adabatch.errors import AdabatchError
 from adabatch.metrics import read_jsonl
-from adabatch.streaming.cutter import Limit
 from adabatch.streaming.offsets import INITIAL, SourceOffset
 from adabatch.streaming.options import parse_options
 from adabatch.streaming.runtime import StreamRuntime

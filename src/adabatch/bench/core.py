@@ -11,7 +11,7 @@ Writing an experiment (one module per experiment, registered in :data:`REGISTRY`
         Analysis, Config, Experiment, Verdict, by_name, spark_baselines,
     )
 
-    class Example(Experiment):          # (the real timeline is adabatch.bench.timeline)
+    class Example(Experiment):          # (the real timeline is adabatch.bench.experiments.timeline)
         name = "timeline"
         title = "Static interval vs fixed-point on a sine rate"
         paper = "fixed-point Fig. 16/17"
@@ -36,12 +36,12 @@ Writing an experiment (one module per experiment, registered in :data:`REGISTRY`
                 verdicts=(Verdict("fixed-point stays stable", fp.stable, headline=True),),
             )
 
-    EXPERIMENT = Example()   # the registry imports adabatch.bench.<module>.EXPERIMENT
+    EXPERIMENT = Example()   # the registry imports adabatch.bench.experiments.<module>.EXPERIMENT
 
 The pieces:
 
 - :class:`Config`: a name (its directory, unique in the experiment), the fields of
-  :class:`adabatch.streaming.run.RunConfig` it sets, and ``group`` (the table/oracle group,
+  :class:`adabatch.runs.spark_job.RunConfig` it sets, and ``group`` (the table/oracle group,
   e.g. ``"reduce / constant"``; ratios are computed within a group). ``role`` says what it
   is: ``static`` (a candidate for the oracle), ``spark-default`` (Spark's default
   trigger), ``trigger`` (a fixed ``processingTime`` trigger), ``adaptive`` (a controller).
@@ -99,7 +99,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from adabatch.bench.report import Table
-    from adabatch.streaming.run import Progress, RunConfig
+    from adabatch.runs.spark_job import Progress, RunConfig
 
 SPARK_DEFAULT = "spark-default"
 ROLES = ("static", "adaptive", "spark-default", "trigger")
@@ -108,7 +108,8 @@ WARMUP_DIR = "warmup"  # the unmeasured warm-up run's directory (a reserved conf
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 # Every registered experiment in order (Experiment 1 to 10 of the module docstrings, the
-# order they run in and docs/results.md lists them in): name -> module in adabatch.bench.
+# order they run in and docs/results.md lists them in): name -> module in
+# adabatch.bench.experiments.
 REGISTRY: dict[str, str] = {
     "static-vs-adaptive": "static_vs_adaptive",
     "timeline": "timeline",
@@ -169,7 +170,7 @@ class Config:
 
     def run_config(self, out_dir: Path, *, seed: int, master: str) -> RunConfig:
         """The :class:`RunConfig` of this config's run into ``out_dir``."""
-        from adabatch.streaming.run import RunConfig
+        from adabatch.runs.spark_job import RunConfig
 
         return RunConfig(
             workload=self.workload,
@@ -428,7 +429,7 @@ def get_experiment(name: str) -> Experiment:
     if name not in REGISTRY:
         msg = f"unknown experiment {name!r}: allowed all, {', '.join(REGISTRY)}"
         raise AdabatchError(msg)
-    module_name = f"adabatch.bench.{REGISTRY[name]}"
+    module_name = f"adabatch.bench.experiments.{REGISTRY[name]}"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -447,7 +448,7 @@ def available() -> list[str]:
     """Registered experiments whose module exists (``bench all`` runs these)."""
     out = []
     for name in REGISTRY:
-        spec = importlib.util.find_spec(f"adabatch.bench.{REGISTRY[name]}")
+        spec = importlib.util.find_spec(f"adabatch.bench.experiments.{REGISTRY[name]}")
         if spec is not None:
             out.append(name)
     return out
@@ -627,8 +628,8 @@ def run_experiment(
     """Run every config of ``experiment`` on real Spark (one session), analyse, and write
     ``summaries.csv``, the figures, ``section.md`` and ``bench.json`` (module docstring)."""
     from adabatch.bench import report
+    from adabatch.runs.spark_job import SPARK_CONF, check_run, run_spark
     from adabatch.spark import get_spark
-    from adabatch.streaming.run import SPARK_CONF, check_run, run_spark
 
     exp_dir = Path(settings.out) / experiment.name
     ctx = Context(settings, exp_dir)
@@ -705,7 +706,7 @@ def _warm_up(
     spark: SparkSession, first: Config, duration_s: float, run_dir: Path, settings: Settings
 ) -> None:
     """A short spark-default run of ``first``'s workload and profile, not measured."""
-    from adabatch.streaming.run import run_spark
+    from adabatch.runs.spark_job import run_spark
 
     remove_tree(run_dir, inside=run_dir.parent, what="warm-up directory")
     config = dataclasses.replace(
@@ -813,8 +814,8 @@ def run_all(
     ``docs_dir/results.md`` from scratch (:func:`adabatch.bench.report.write_results_page`).
     Returns the results, the page, and the experiments not run (with the reason)."""
     from adabatch.bench import report
+    from adabatch.runs.spark_job import SPARK_CONF
     from adabatch.spark import get_spark
-    from adabatch.streaming.run import SPARK_CONF
 
     todo = available()
     skipped = [f"{n} (module not written yet)" for n in REGISTRY if n not in todo]

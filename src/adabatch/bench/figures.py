@@ -75,7 +75,7 @@ def latency_vs_cost(
 def timelines(outcomes: Sequence[Outcome], path: Path, title: str, caption: str = "") -> Figure:
     """Every outcome's batch latency (top) and processing time / interval (bottom) over
     stream time, in one figure (the papers' Fig. 16/17 shape, side by side)."""
-    from adabatch.streaming.compare import plot_comparison
+    from adabatch.runs.compare import plot_comparison
 
     plot_comparison({o.name: o.records for o in outcomes}, path, title)
     return Figure(path, caption or title)

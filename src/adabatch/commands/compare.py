@@ -16,7 +16,7 @@ from adabatch.commands.run import (
 from adabatch.control.registry import parse_params
 from adabatch.errors import AdabatchError, shown
 from adabatch.outputs import check_dir_path
-from adabatch.streaming.compare import COLUMNS, RATIOS, compare_spark, split_params
+from adabatch.runs.compare import COLUMNS, RATIOS, compare_spark, split_params
 from adabatch.streaming.options import SPARK_DEFAULT
 
 NAME = "compare"

@@ -3,7 +3,7 @@
 Subcommands here: ``plan`` (single-query schedules, Sec. 3), ``simulate`` (multi-query
 scheduling in simulation, Sec. 4 and 7.4) and ``generate`` (random Sec. 7.4 scenarios).
 The Spark subcommands (``profile``, ``run``, ``baseline``, ``bench``) come from
-:mod:`adabatch.deadline.cli_spark` when it is present; each sets ``deadline_run`` on its
+:mod:`adabatch.commands.deadline_spark` when it is present; each sets ``deadline_run`` on its
 parser, as the ones here do.
 """
 
@@ -17,11 +17,11 @@ import math
 from typing import Any
 
 from adabatch.commands.args import parse_bounded_int, parse_choice, parse_float
-from adabatch.deadline.milp import MAX_MILP_BATCHES, plan_milp
-from adabatch.deadline.schedule import QueryPlan
-from adabatch.deadline.simulate import compare, generate_scenario, result_table
-from adabatch.deadline.single import plan_single
-from adabatch.deadline.spec import (
+from adabatch.deadline.core.milp import MAX_MILP_BATCHES, plan_milp
+from adabatch.deadline.core.schedule import QueryPlan
+from adabatch.deadline.core.simulate import compare, generate_scenario, result_table
+from adabatch.deadline.core.single import plan_single
+from adabatch.deadline.core.spec import (
     MAX_TIME,
     STRATEGIES,
     TIME_TRIGGERS,
@@ -158,9 +158,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.set_defaults(deadline_run=run_generate)
 
     try:
-        cli_spark = importlib.import_module("adabatch.deadline.cli_spark")
+        cli_spark = importlib.import_module("adabatch.commands.deadline_spark")
     except ModuleNotFoundError as exc:
-        if exc.name != "adabatch.deadline.cli_spark":
+        if exc.name != "adabatch.commands.deadline_spark":
             raise
     else:
         cli_spark.add_subcommands(sub)

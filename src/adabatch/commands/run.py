@@ -15,9 +15,9 @@ from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import summary_rows
 from adabatch.outputs import check_dir_path
 from adabatch.profiles import GRAMMAR, check_span, parse_duration, parse_profile
+from adabatch.runs.spark_job import Progress, RunConfig, RunResult, parse_trigger, run_spark
 from adabatch.sim.engine import check_batches
 from adabatch.streaming.options import SPARK_DEFAULT, SPARK_DEFAULT_PARAMS
-from adabatch.streaming.run import Progress, RunConfig, RunResult, parse_trigger, run_spark
 from adabatch.urls import redact_url
 from adabatch.workloads import get_workload
 

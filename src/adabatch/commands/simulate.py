@@ -18,8 +18,7 @@ from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import summary_rows
 from adabatch.outputs import open_output
 from adabatch.profiles import GRAMMAR
-from adabatch.sim.engine import check_batches
-from adabatch.sim.run import (
+from adabatch.runs.simulated import (
     RUN_FILES,
     check_sweep,
     make_scenario,
@@ -28,6 +27,7 @@ from adabatch.sim.run import (
     sweep_static,
     write_run,
 )
+from adabatch.sim.engine import check_batches
 from adabatch.sim.workloads import WORKLOADS
 
 NAME = "simulate"

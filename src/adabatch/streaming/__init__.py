@@ -1,7 +1,7 @@
 """The Structured Streaming data source ``adabatch`` that runs a controller inside Spark.
 
 Modules, one idea each: :mod:`~adabatch.streaming.options` (string options -> validated),
-:mod:`~adabatch.streaming.cutter` (batching and batch queue, pure),
+:mod:`~adabatch.batching` (batching and batch queue, pure),
 :mod:`~adabatch.streaming.offsets` (what Spark checkpoints),
 :mod:`~adabatch.streaming.partitions` (a batch's blocks),
 :mod:`~adabatch.streaming.state` (controller state and schedule across restarts),

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from adabatch.batching import QUEUE_MODES
 from adabatch.control import registry
 from adabatch.control.base import Controller, Param
 from adabatch.errors import AdabatchError
@@ -23,7 +24,6 @@ from adabatch.sources import source_class
 from adabatch.sources.base import RecordSource
 
 SPARK_DEFAULT = "spark-default"
-QUEUE_MODES = ("fifo", "coalesce")
 PARAM_PREFIX = "param."
 
 # spark-default has no controller; its only parameter is the number of input partitions.

@@ -23,9 +23,9 @@ from pyspark.sql.streaming.datasource import (
     ReadMinRows,
 )
 
+from adabatch.batching import Limit
 from adabatch.errors import AdabatchError
 from adabatch.sources.base import CHUNK_RECORDS
-from adabatch.streaming.cutter import Limit
 from adabatch.streaming.offsets import INITIAL
 from adabatch.streaming.options import StreamOptions
 from adabatch.streaming.partitions import BlockPartition

@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from adabatch.batching import NO_LIMIT, BatchCutter, CutBatch, Limit, Poll
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord, MetricsWriter
 from adabatch.sources.base import RecordSource
-from adabatch.streaming.cutter import NO_LIMIT, BatchCutter, CutBatch, Limit, Poll
 from adabatch.streaming.offsets import INITIAL, SourceOffset, to_us
 from adabatch.streaming.options import StreamOptions
 from adabatch.streaming.partitions import BlockPartition, batch_partitions

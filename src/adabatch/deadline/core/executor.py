@@ -5,8 +5,8 @@ is virtual) and Spark (costs are measured, the clock is the wall clock): it only
 an :class:`Executor`. A batch of a query holds the tuples with 0-based indices
 ``[offset, offset + tuples)`` of that query's input in arrival order.
 
-:func:`run_plan` executes a single-query :class:`~adabatch.deadline.schedule.QueryPlan`
-(Sec. 3) on an executor; the multi-query loop (:mod:`adabatch.deadline.multi`) decides
+:func:`run_plan` executes a single-query :class:`~adabatch.deadline.core.schedule.QueryPlan`
+(Sec. 3) on an executor; the multi-query loop (:mod:`adabatch.deadline.core.multi`) decides
 batches on line (Sec. 4).
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from adabatch.deadline.cost import TIME_EPS
-from adabatch.deadline.schedule import QueryPlan
+from adabatch.deadline.core.cost import TIME_EPS
+from adabatch.deadline.core.schedule import QueryPlan
 from adabatch.errors import AdabatchError
 
 

@@ -44,7 +44,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from adabatch.bench import figures, report
-from adabatch.bench.calibrate import model_for
 from adabatch.bench.core import (
     Analysis,
     Config,
@@ -55,12 +54,13 @@ from adabatch.bench.core import (
     Settings,
     Verdict,
 )
+from adabatch.bench.experiments.calibrate import model_for
 from adabatch.control.pid import PIDRateEstimator, to_long
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
 from adabatch.outputs import save_figure
+from adabatch.runs.simulated import make_scenario, simulate
 from adabatch.sim import pid_sweep
-from adabatch.sim.run import make_scenario, simulate
 from adabatch.sim.workloads import CostModel
 
 WORKLOAD = "reduce"

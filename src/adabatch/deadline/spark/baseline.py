@@ -9,9 +9,9 @@ over the landing directory, with
 - ``available-now``: one shot once the whole window has landed (the paper's "one-shot",
   Trigger.AvailableNow).
 
-Files land at the same rate as for the scheduler (:class:`~adabatch.deadline.tpch.Feeder`).
+Files land at the same rate as for the scheduler (:class:`~adabatch.deadline.spark.tpch.Feeder`).
 The streaming query is the query's partial aggregation over streaming DataFrames
-(:func:`~adabatch.deadline.queries.partial_frame`): a stateful streaming aggregation in
+(:func:`~adabatch.deadline.spark.queries.partial_frame`): a stateful streaming aggregation in
 update mode, with stream-stream joins of ``orders`` and ``lineitem`` bounded by a
 watermark on the slots' ``ts`` (the paper's watermark and event-time constraint, Sec. 7.2).
 A ``foreachBatch`` sink keeps the latest value of every group; when all input has been
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adabatch.deadline.queries import (
+from adabatch.deadline.spark.queries import (
     answer_differences,
     answer_rows,
     answer_table,
@@ -46,7 +46,7 @@ from adabatch.deadline.queries import (
     static_frames,
     stream_schema,
 )
-from adabatch.deadline.tpch import Feeder, Manifest, StreamClock
+from adabatch.deadline.spark.tpch import Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
 from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
 

@@ -44,8 +44,8 @@ from adabatch.bench.core import (
 )
 from adabatch.metrics import BatchRecord
 from adabatch.outputs import save_figure
+from adabatch.runs.simulated import make_scenario, simulate
 from adabatch.sim.calibration import Cell, CellError, Fit, fit, prediction_errors, write_calibration
-from adabatch.sim.run import make_scenario, simulate
 from adabatch.sim.workloads import CostModel, make_workload
 
 TARGET_ERROR = 0.25  # the calibration's promise: within 25 % on held-out runs

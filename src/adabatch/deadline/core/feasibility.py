@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adabatch.deadline.cost import fits
-from adabatch.deadline.multi import MAX_BATCHES, find_min_batch_size
-from adabatch.deadline.spec import QuerySpec
+from adabatch.deadline.core.cost import fits
+from adabatch.deadline.core.multi import MAX_BATCHES, find_min_batch_size
+from adabatch.deadline.core.spec import QuerySpec
 from adabatch.errors import AdabatchError
 
 

@@ -16,7 +16,7 @@ remainder (and can turn a feasible query infeasible), so we shift by the batch's
 two agree whenever capacity is not rounded, as in the paper's examples. With a linear cost
 model this backward greedy needs the fewest batches (an exchange argument: moving tuples
 from an earlier batch into a later one frees exactly the time it costs); the MILP of
-Sec. 3.2 (:mod:`adabatch.deadline.milp`) checks that on random instances. For other
+Sec. 3.2 (:mod:`adabatch.deadline.core.milp`) checks that on random instances. For other
 monotone models it is the paper's heuristic.
 """
 
@@ -25,10 +25,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from adabatch.deadline.arrival import ArrivalModel
-from adabatch.deadline.cost import TIME_EPS, AggCostModel, CostModel, fits
-from adabatch.deadline.schedule import Batch, QueryPlan
-from adabatch.deadline.spec import QuerySpec
+from adabatch.deadline.core.arrival import ArrivalModel
+from adabatch.deadline.core.cost import TIME_EPS, AggCostModel, CostModel, fits
+from adabatch.deadline.core.schedule import Batch, QueryPlan
+from adabatch.deadline.core.spec import QuerySpec
 from adabatch.errors import AdabatchError
 
 MAX_PLAN_BATCHES = 10_000

@@ -5,7 +5,7 @@ controller, attaches the workload's sink (:mod:`adabatch.workloads`), runs the q
 duration of stream time, stops it, and writes the same files as a simulation: the
 per-batch ``metrics.jsonl`` (written by the source as it goes), ``summary.json``
 (:func:`adabatch.metrics.summarize` plus cost) and ``timeline.png``
-(:func:`adabatch.plots.plot_timeline`).
+(:func:`adabatch.report.timeline.plot_timeline`).
 
 Layout of ``out_dir``: ``metrics.jsonl``, ``summary.json``, ``timeline.png``,
 ``spark_progress.jsonl`` (Spark's own per-batch progress), ``checkpoint/`` (Spark's) with
@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adabatch import cost
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord, read_jsonl, summarize
 from adabatch.outputs import OutputDir, open_output
 from adabatch.profiles import parse_duration
+from adabatch.runs import cpu as cost
 from adabatch.streaming.options import SPARK_DEFAULT, parse_options
 from adabatch.streaming.state import check_same_query, load_state, read_status
 from adabatch.urls import redact_url
@@ -307,7 +307,7 @@ def _run_spark(
     stop: threading.Event | None,
 ) -> RunResult:
     from adabatch.api import read_stream
-    from adabatch.plots import timeline_figure
+    from adabatch.report.timeline import timeline_figure
     from adabatch.spark import get_spark
 
     out = od.root

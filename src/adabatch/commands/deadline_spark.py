@@ -11,8 +11,8 @@ import json
 from typing import Any
 
 from adabatch.commands.args import parse_bounded_int, parse_choice, parse_float
-from adabatch.deadline.spec import MAX_TIME, STRATEGIES, TIME_TRIGGERS
-from adabatch.deadline.tpch import DEFAULT_RATE, DEFAULT_SCALE_FACTOR, DEFAULT_SLOTS
+from adabatch.deadline.core.spec import MAX_TIME, STRATEGIES, TIME_TRIGGERS
+from adabatch.deadline.spark.tpch import DEFAULT_RATE, DEFAULT_SCALE_FACTOR, DEFAULT_SLOTS
 from adabatch.errors import AdabatchError, shown
 from adabatch.outputs import open_output
 
@@ -84,7 +84,7 @@ def _check_data(args: argparse.Namespace) -> None:
 
 def add_subcommands(sub: Any) -> None:
     """Add ``profile``, ``run``, ``baseline`` and ``bench`` to ``adabatch deadline``."""
-    from adabatch.deadline.queries import QUERY_NAMES
+    from adabatch.deadline.spark.queries import QUERY_NAMES
 
     names = ", ".join(QUERY_NAMES)
 
@@ -211,21 +211,21 @@ def add_subcommands(sub: Any) -> None:
 
 
 def _manifest(args: argparse.Namespace) -> Any:
-    from adabatch.deadline.tpch import prepare
+    from adabatch.deadline.spark.tpch import prepare
 
     return prepare(args.data, scale_factor=args.sf, slots=args.slots, rate=args.rate)
 
 
 def _spark(args: argparse.Namespace) -> Any:
-    from adabatch.deadline.runner import SPARK_CONF
+    from adabatch.deadline.spark.runner import SPARK_CONF
     from adabatch.spark import get_spark
 
     return get_spark(args.master, "adabatch-deadline", SPARK_CONF)
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    from adabatch.deadline.profile import profile_query
-    from adabatch.deadline.queries import get_query
+    from adabatch.deadline.spark.profile import profile_query
+    from adabatch.deadline.spark.queries import get_query
 
     queries = [get_query(q).name for q in args.query]
     if args.sizes is not None:
@@ -268,9 +268,9 @@ def _print_run(run: Any) -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from adabatch.deadline.profile import agg_with_margin, load_profile, with_margin
-    from adabatch.deadline.runner import run_multi, run_single, spec_for
-    from adabatch.deadline.spec import Scenario, load_scenario
+    from adabatch.deadline.core.spec import Scenario, load_scenario
+    from adabatch.deadline.spark.profile import agg_with_margin, load_profile, with_margin
+    from adabatch.deadline.spark.runner import run_multi, run_single, spec_for
 
     if (args.spec is None) == (args.query is None):
         msg = "give a SPEC file or --query (with --profile), not both or neither"
@@ -340,8 +340,8 @@ def run_run(args: argparse.Namespace) -> int:
 
 
 def run_baseline(args: argparse.Namespace) -> int:
-    from adabatch.deadline.baseline import Trigger, run_streaming
-    from adabatch.deadline.queries import get_query
+    from adabatch.deadline.spark.baseline import Trigger, run_streaming
+    from adabatch.deadline.spark.queries import get_query
 
     queries = [get_query(q).name for q in args.query]
     triggers = [Trigger.parse(t) for t in (args.trigger or ["default"])]
@@ -383,7 +383,7 @@ def run_baseline(args: argparse.Namespace) -> int:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from adabatch.deadline.bench import bench_config, rerender, run_bench_config
+    from adabatch.bench.experiments.deadline import bench_config, rerender, run_bench_config
 
     if args.factors is not None:
         args.factors = _csv_floats(args.factors, "--factors", MAX_FACTOR)

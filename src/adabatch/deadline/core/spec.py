@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from adabatch.deadline.arrival import (
+from adabatch.deadline.core.arrival import (
     ArrivalModel,
     ConstantArrival,
     ProfileArrival,
@@ -32,7 +32,7 @@ from adabatch.deadline.arrival import (
     floor_count,
     trace_from_rows,
 )
-from adabatch.deadline.cost import (
+from adabatch.deadline.core.cost import (
     MAX_TUPLES,
     NO_AGG,
     TIME_EPS,
@@ -52,7 +52,7 @@ round robin."""
 TIME_TRIGGERS = ("budget", "always")
 """When a late MinBatch's arrived tuples are processed on time (Sec. 4.4): ``always``, as
 the paper does; ``budget``, only while the query stays within its ``(1 + δ_RSF)`` cost
-bound or its deadline is at risk (see :mod:`adabatch.deadline.multi`)."""
+bound or its deadline is at risk (see :mod:`adabatch.deadline.core.multi`)."""
 
 QUERY_FIELDS = (
     "id",
@@ -92,21 +92,22 @@ MAX_VALUES = 1_000_000
 without aliases)."""
 
 
-def known_query_names() -> tuple[str, ...] | None:
-    """The query names the Spark runner implements, or ``None`` when that module is absent."""
-    try:
-        from adabatch.deadline.queries import QUERY_NAMES
-    except ModuleNotFoundError as exc:
-        if exc.name != "adabatch.deadline.queries":
-            raise
-        return None
-    return tuple(QUERY_NAMES)
+QUERY_NAMES: tuple[str, ...] = (
+    "cq1", "cq2", "cq3", "cq4", "q1", "q3", "q4", "q6", "q10", "q12", "q14", "q19",
+)  # fmt: skip
+"""The queries a spec may name: those :mod:`adabatch.deadline.spark.queries` implements
+(it checks that its table matches this list)."""
+
+
+def known_query_names() -> tuple[str, ...]:
+    """The query names a spec's ``query`` field accepts."""
+    return QUERY_NAMES
 
 
 @dataclass(frozen=True)
 class QuerySpec:
     """One deadline query (the paper's Table 1 attributes); ``query`` names what a Spark
-    runner executes (one of ``adabatch.deadline.queries.QUERY_NAMES``, or ``None``).
+    runner executes (one of ``adabatch.deadline.spark.queries.QUERY_NAMES``, or ``None``).
 
     ``arrivals`` is the expected input model the planner uses; ``actual`` (simulation only)
     is how tuples really arrive, e.g. a slower profile (Sec. 4.4); ``None`` means as
@@ -287,7 +288,7 @@ def query_spec(
 
     Examples
     --------
-    >>> from adabatch.deadline.cost import LinearCost
+    >>> from adabatch.deadline.core.cost import LinearCost
     >>> q = query_spec("case3", window_start=1, window_end=10, deadline=12, rate=1.0,
     ...                cost=LinearCost(per_tuple=0.5))
     >>> q.total, q.arrivals.input_time(6)

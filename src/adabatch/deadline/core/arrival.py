@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from adabatch.deadline.cost import MAX_TUPLES
+from adabatch.deadline.core.cost import MAX_TUPLES
 from adabatch.errors import AdabatchError, shown
 from adabatch.profiles import RateProfile
 

@@ -24,8 +24,8 @@ from adabatch.control.base import Controller
 from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import BatchRecord, summarize, write_jsonl
 from adabatch.outputs import OutputDir, open_output
-from adabatch.plots import timeline_figure
 from adabatch.profiles import RateProfile, check_span, parse_duration, parse_profile
+from adabatch.report.timeline import timeline_figure
 from adabatch.sim.engine import ProgressFn, check_batches, run_simulation
 from adabatch.sim.workloads import CostModel, Resources, make_workload, parse_resources
 

@@ -1,11 +1,11 @@
 """The Spark runner: the Custom Query Scheduler's batches as Spark jobs (paper Sec. 6.1).
 
 :class:`SparkExecutor` implements the scheduling core's
-:class:`~adabatch.deadline.executor.Executor` on real Spark and the wall clock, so the
+:class:`~adabatch.deadline.core.executor.Executor` on real Spark and the wall clock, so the
 single-query plans (Sec. 3, :func:`run_single`) and the multi-query loop (Sec. 4,
-:func:`run_multi`) run unchanged on the TPC-H landing data of :mod:`adabatch.deadline.tpch`:
+:func:`run_multi`) run unchanged on the TPC-H landing data of :mod:`adabatch.deadline.spark.tpch`:
 
-- input lands slot by slot in real time (:class:`~adabatch.deadline.tpch.Feeder`); a
+- input lands slot by slot in real time (:class:`~adabatch.deadline.spark.tpch.Feeder`); a
   query's tuples are its primary stream's tuples (:attr:`QueryDef.primary`) in slot order;
 - ``run_batch`` runs one Spark job over exactly the landed files of the slots holding the
   batch's tuples and writes its partial aggregate as Parquet. Slots are indivisible (an
@@ -30,10 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adabatch.deadline.cost import NO_AGG, AggCostModel, CostModel, LinearCost
-from adabatch.deadline.executor import PlanRun, run_plan
-from adabatch.deadline.multi import MultiQueryScheduler, MultiResult
-from adabatch.deadline.queries import (
+from adabatch.deadline.core.cost import NO_AGG, AggCostModel, CostModel, LinearCost
+from adabatch.deadline.core.executor import PlanRun, run_plan
+from adabatch.deadline.core.multi import MultiQueryScheduler, MultiResult
+from adabatch.deadline.core.schedule import QueryPlan
+from adabatch.deadline.core.single import plan_single
+from adabatch.deadline.core.spec import QuerySpec, Scenario, query_spec
+from adabatch.deadline.spark.queries import (
     QUERY_NAMES,
     QueryDef,
     answer_differences,
@@ -50,10 +53,7 @@ from adabatch.deadline.queries import (
     static_frames,
     stream_schema,
 )
-from adabatch.deadline.schedule import QueryPlan
-from adabatch.deadline.single import plan_single
-from adabatch.deadline.spec import QuerySpec, Scenario, query_spec
-from adabatch.deadline.tpch import STREAMS, Feeder, Manifest, StreamClock
+from adabatch.deadline.spark.tpch import STREAMS, Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
 from adabatch.outputs import append_text, dumps_json, mark_dir, remove_tree, write_atomic
 

@@ -3,7 +3,7 @@
 Sections (paper figure in brackets), all on the same TPC-H landing data:
 
 1. **profiles** [Fig. 3, 4]: every query processed in batches of decreasing size on Spark
-   (:func:`~adabatch.deadline.profile.profile_query`): measured cost versus number of
+   (:func:`~adabatch.deadline.spark.profile.profile_query`): measured cost versus number of
    batches, and the fitted batch-cost and final-aggregation models. ``D`` is the measured
    cost of the whole window in one batch.
 2. **single** [Fig. 6]: each query alone with deadlines ``window end + f·D`` for
@@ -47,9 +47,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from adabatch.deadline.arrival import TraceArrival
-from adabatch.deadline.baseline import Trigger
-from adabatch.deadline.profile import (
+from adabatch.deadline.core.arrival import TraceArrival
+from adabatch.deadline.core.single import plan_single
+from adabatch.deadline.core.spec import STRATEGIES, TIME_TRIGGERS, QuerySpec, Scenario, query_spec
+from adabatch.deadline.spark.baseline import Trigger
+from adabatch.deadline.spark.profile import (
     Profile,
     agg_with_margin,
     default_sizes,
@@ -58,10 +60,8 @@ from adabatch.deadline.profile import (
     refit,
     with_margin,
 )
-from adabatch.deadline.queries import QUERY_NAMES, get_query
-from adabatch.deadline.single import plan_single
-from adabatch.deadline.spec import STRATEGIES, TIME_TRIGGERS, QuerySpec, Scenario, query_spec
-from adabatch.deadline.tpch import (
+from adabatch.deadline.spark.queries import QUERY_NAMES, get_query
+from adabatch.deadline.spark.tpch import (
     DEFAULT_RATE,
     DEFAULT_SCALE_FACTOR,
     DEFAULT_SLOTS,
@@ -250,7 +250,7 @@ def fitted_specs(
     with their fitted models, deadlines by Sec. 7.4's staggering rule, and actual arrivals
     following ``actual`` (planning always expects the fixed rate), late by
     :func:`paper_lateness`."""
-    from adabatch.deadline.simulate import paper_deadlines
+    from adabatch.deadline.core.simulate import paper_deadlines
 
     specs = []
     for p in profiles:
@@ -285,7 +285,7 @@ def sim_c_max(manifest: Manifest, profiles: Sequence[Profile], config: BenchConf
     (its EDF/LLF costs stay within 1 + δ_RSF); a cap below a MinBatch's cost forces more,
     smaller batches and breaks that bound, while a C_max far above them (30 s against our
     few seconds) staggers the deadlines so loosely that no strategy is ever pressed."""
-    from adabatch.deadline.multi import find_min_batch_size
+    from adabatch.deadline.core.multi import find_min_batch_size
 
     if config.sim_c_max is not None:
         return config.sim_c_max
@@ -299,7 +299,7 @@ def simulate_grid(
 ) -> list[dict[str, Any]]:
     """Fig. 7 (strategies × δ), Fig. 8 (no MinBatchSize), Fig. 10 and 11 (rates, under
     both time triggers)."""
-    from adabatch.deadline.simulate import compare
+    from adabatch.deadline.core.simulate import compare
 
     rows: list[dict[str, Any]] = []
     c_max = sim_c_max(manifest, profiles, config)
@@ -457,8 +457,8 @@ def run_bench_config(config: BenchConfig) -> Path:
     """Run every section of the bench; returns the markdown report's path."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from adabatch.deadline.baseline import run_streaming
-    from adabatch.deadline.runner import (
+    from adabatch.deadline.spark.baseline import run_streaming
+    from adabatch.deadline.spark.runner import (
         SPARK_CONF,
         QueryRun,
         run_in_batches,
@@ -698,7 +698,7 @@ def run_bench_config(config: BenchConfig) -> Path:
                 results["spark_multi"] = kept_multi
             elif config.spark_multi:
                 bar.update(task, description="multi-query on Spark")
-                from adabatch.deadline.simulate import paper_deadlines
+                from adabatch.deadline.core.simulate import paper_deadlines
 
                 specs = [
                     spec_for(
@@ -750,7 +750,7 @@ def run_bench_config(config: BenchConfig) -> Path:
 def rerender(config: BenchConfig) -> Path:
     """Recompute the simulated section from the saved profiles of a finished (or
     interrupted) bench in ``config.out`` and rewrite the report; no Spark runs."""
-    from adabatch.deadline.tpch import load_manifest
+    from adabatch.deadline.spark.tpch import load_manifest
 
     path = config.out / "results.json"
     if not path.is_file():
@@ -1025,7 +1025,7 @@ def _infeasible_text(
     """Why deadlines were infeasible, per query: after the window end at least the last
     batch and the final aggregation must run, and the final aggregation of two partials
     alone (fitted model, with the planning margin) is a floor no schedule gets under."""
-    from adabatch.deadline.cost import agg_cost_from_json
+    from adabatch.deadline.core.cost import agg_cost_from_json
 
     out = []
     for name in dict.fromkeys(r["query"] for r in single):

@@ -45,7 +45,7 @@ from adabatch.bench.core import (
 )
 from adabatch.metrics import BatchRecord
 from adabatch.outputs import save_figure
-from adabatch.sim.run import make_scenario, simulate
+from adabatch.runs.simulated import make_scenario, simulate
 
 TOLERANCE = 0.2
 WINDOW = 3

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from adabatch.deadline.cost import AggCostModel, LinearCost
-from adabatch.deadline.feasibility import Feasibility, check_feasibility
-from adabatch.deadline.multi import MultiQueryScheduler, MultiResult
-from adabatch.deadline.spec import STRATEGIES, QuerySpec, Scenario, query_spec
+from adabatch.deadline.core.cost import AggCostModel, LinearCost
+from adabatch.deadline.core.feasibility import Feasibility, check_feasibility
+from adabatch.deadline.core.multi import MultiQueryScheduler, MultiResult
+from adabatch.deadline.core.spec import STRATEGIES, QuerySpec, Scenario, query_spec
 from adabatch.errors import AdabatchError
 
 

@@ -36,11 +36,14 @@ from typing import Any
 
 from adabatch.control.base import BatchPlan, BatchReport, Controller
 from adabatch.errors import AdabatchError
-from adabatch.streaming.options import QUEUE_MODES
 
 # A poll that finds more due cuts than this stopped making progress (interval too small
 # for the time Spark was away); fail loudly rather than spin.
 MAX_CUTS_PER_POLL = 1_000_000
+
+
+QUEUE_MODES = ("fifo", "coalesce")
+"""How batches that wait are served: one at a time, or merged into the next one."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from adabatch.bench import figures, report
-from adabatch.bench.calibrate import known_facts, model_for
 from adabatch.bench.core import (
     Analysis,
     Config,
@@ -36,16 +35,17 @@ from adabatch.bench.core import (
     by_name,
     spark_baselines,
 )
+from adabatch.bench.experiments.calibrate import known_facts, model_for
 from adabatch.outputs import save_figure
 from adabatch.profiles import parse_profile
-from adabatch.sim.run import Scenario, simulate
+from adabatch.runs.simulated import Scenario, simulate
 from adabatch.sim.workloads import CostModel, make_workload
 
 RHOS = (0.5, 0.6, 0.7, 0.8, 0.9)
 RS = (0.1, 0.25, 0.4)
 # The default (paper-shaped) model's rates, and the rates on Spark and its calibration,
-# where per-record work matters on local[2] (see adabatch.bench.dybbs): Reduce at 300,000/s
-# is about a quarter of each second of per-record work on two cores (calibrated:
+# where per-record work matters on local[2] (see adabatch.bench.experiments.dybbs):
+# Reduce at 300,000/s is about a quarter of each second of per-record work on two cores (calibrated:
 # 0.21 s + 1.57 us per record per core), Join over one key at 7,000/s has a
 # Type-I point with room (at 10,000/s a machine a third slower had none).
 PROFILES = {"reduce": "constant:150000", "join": "constant:8000"}

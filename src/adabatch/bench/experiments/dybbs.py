@@ -40,7 +40,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from adabatch.bench import figures, report
-from adabatch.bench.calibrate import known_facts, model_for
 from adabatch.bench.core import (
     Analysis,
     Config,
@@ -52,9 +51,10 @@ from adabatch.bench.core import (
     Verdict,
     spark_baselines,
 )
+from adabatch.bench.experiments.calibrate import known_facts, model_for
 from adabatch.outputs import save_figure
 from adabatch.profiles import RateProfile, parse_profile
-from adabatch.sim.run import Scenario, simulate
+from adabatch.runs.simulated import Scenario, simulate
 from adabatch.sim.workloads import CostModel
 
 INTERVALS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)

@@ -12,8 +12,8 @@ slots, then the final aggregation combines the partials. Each sweep step yields
 - the final aggregation's cost at that number of batches (a point of the agg fit),
 - the total cost of processing the window in that many batches (Fig. 4).
 
-The fitted :class:`~adabatch.deadline.cost.PiecewiseLinearCost` and
-:class:`~adabatch.deadline.cost.AggCostModel` are written as the JSON file the spec loader
+The fitted :class:`~adabatch.deadline.core.cost.PiecewiseLinearCost` and
+:class:`~adabatch.deadline.core.cost.AggCostModel` are written as the JSON file the spec loader
 reads (``cost: path/to/profile.json``): ``{"cost": {...}, "agg_cost": {...}, ...}``.
 """
 
@@ -28,7 +28,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adabatch.deadline.cost import (
+from adabatch.deadline.core.cost import (
     AggCostModel,
     CostModel,
     LinearCost,
@@ -37,9 +37,9 @@ from adabatch.deadline.cost import (
     agg_cost_from_json,
     cost_from_json,
 )
-from adabatch.deadline.queries import get_query
-from adabatch.deadline.runner import QueryRun, SparkJob, run_in_batches, run_slot_batches
-from adabatch.deadline.tpch import Manifest
+from adabatch.deadline.spark.queries import get_query
+from adabatch.deadline.spark.runner import QueryRun, SparkJob, run_in_batches, run_slot_batches
+from adabatch.deadline.spark.tpch import Manifest
 from adabatch.errors import AdabatchError
 from adabatch.outputs import write_atomic
 
@@ -170,7 +170,7 @@ def default_sizes(slots: int) -> list[int]:
 
 
 def sweep_point(run: QueryRun, slots: int) -> SweepPoint:
-    """The :class:`SweepPoint` of a :func:`~adabatch.deadline.runner.run_in_batches` run."""
+    """The :class:`SweepPoint` of a :func:`~adabatch.deadline.spark.runner.run_in_batches` run."""
     batches = [j for j in run.jobs if j.kind in ("partial", "whole")]
     finals = [j for j in run.jobs if j.kind == "final"]
     return SweepPoint(

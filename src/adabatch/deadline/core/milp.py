@@ -8,7 +8,7 @@ For a given number of batches ``n`` the variables are the batch sizes ``x_i`` (i
 - (7) ``s_n + c x_n + o <= deadline - aggCost(n)``: the last one (and the final
   aggregation over ``n`` batches) meets the deadline;
 - (8) ``sum_{j<=i} x_j <= r (s_i - windowStart) + 1``: a batch's tuples have arrived when
-  it starts (the ``+ 1`` is our arrival convention, :mod:`adabatch.deadline.arrival`;
+  it starts (the ``+ 1`` is our arrival convention, :mod:`adabatch.deadline.core.arrival`;
   with integer sizes it is exactly ``arrived(s_i)``);
 - ``s_n >= windowEnd``: the last batch runs after the window closes, as in Function 1.
 
@@ -17,7 +17,7 @@ we solve for ``n = 1, 2, ...`` and keep the first feasible ``n``. For a given ``
 cost is fixed; the objective ``max sum i * x_i`` only breaks ties towards schedules that
 defer tuples to later batches, as Function 1 does (Case 4: 4 + 4 + 2, not 6 + 2 + 2).
 Only linear cost models and fixed rates fit this formulation; Function 1
-(:mod:`adabatch.deadline.single`) handles any monotone model and arrival curve.
+(:mod:`adabatch.deadline.core.single`) handles any monotone model and arrival curve.
 
 HiGHS holds each constraint to an absolute tolerance of about ``1e-7``, so the problem is
 solved scaled: sizes as fractions of the total and times as fractions of the horizon
@@ -37,11 +37,11 @@ import time
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from adabatch.deadline.arrival import ConstantArrival
-from adabatch.deadline.cost import LinearCost
-from adabatch.deadline.schedule import Batch, QueryPlan
-from adabatch.deadline.single import plan_problems, plan_single
-from adabatch.deadline.spec import QuerySpec
+from adabatch.deadline.core.arrival import ConstantArrival
+from adabatch.deadline.core.cost import LinearCost
+from adabatch.deadline.core.schedule import Batch, QueryPlan
+from adabatch.deadline.core.single import plan_problems, plan_single
+from adabatch.deadline.core.spec import QuerySpec
 from adabatch.errors import AdabatchError
 
 INTEGER_LIMIT = 2**20

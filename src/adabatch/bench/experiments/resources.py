@@ -1,6 +1,6 @@
 """Experiment 5, ``resources`` (fixed-point paper Fig. 20, DyBBS Fig. 10).
 
-In the middle of each run a background load of ours (:mod:`adabatch.bench.load`: busy
+In the middle of each run a background load of ours (:mod:`adabatch.bench.experiments.load`: busy
 processes, twice as many as the machine has cores) takes a share of the CPU away from
 Spark, then goes away. Reduce at a constant rate on the same source and seed:
 ``fixed-point`` should widen its interval while the load lasts and come back afterwards;
@@ -8,7 +8,7 @@ a static interval that was comfortable without the load is overloaded with it an
 queue builds; Spark's default trigger runs back to back either way.
 
 Rate: Reduce at 10,000/s costs ~0.45 s + 0.1 s per second of interval on local[2] (see
-:mod:`adabatch.bench.static_vs_adaptive`), so a 1 s static interval has room to spare
+:mod:`adabatch.bench.experiments.static_vs_adaptive`), so a 1 s static interval has room to spare
 alone (fixed-point settles near 0.8 s); with the CPU shared both terms about double and it
 no longer has, while fixed-point's crossing moves out to ~2 s. A modest rate keeps batches
 short, so even a short run has batches in every phase.
@@ -35,7 +35,7 @@ from adabatch.bench.core import (
     spark_baselines,
     static_sweep,
 )
-from adabatch.bench.load import LoadSchedule, LoadWindow
+from adabatch.bench.experiments.load import LoadSchedule, LoadWindow
 from adabatch.outputs import dumps_json, write_atomic
 
 PROFILE = "constant:10000"

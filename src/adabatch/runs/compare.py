@@ -1,6 +1,6 @@
 """Several controllers, one after another, on the same Spark workload, profile and seed.
 
-:func:`compare_spark` runs :func:`adabatch.streaming.run.run_spark` once per controller
+:func:`compare_spark` runs :func:`adabatch.runs.spark_job.run_spark` once per controller
 (each into ``out/<controller>/``, all in one SparkSession), then tabulates the summaries
 with ratios to the best run (lowest mean batch latency among the stable runs; among all
 runs if none was stable) and draws one figure: every run's batch latency and processing
@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
 from adabatch.outputs import OutputDir, open_output, save_figure
-from adabatch.streaming.run import (
+from adabatch.runs.spark_job import (
     SPARK_CONF,
     Progress,
     RunConfig,

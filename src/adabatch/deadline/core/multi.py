@@ -31,7 +31,7 @@ and, as Sec. 4.4 prescribes, every query with available tuples competes, irrespe
 MinBatch readiness. ``min_batch=False`` is the plain EDF/LLF baseline of Sec. 7.4: the
 chosen query processes everything that has arrived.
 
-The loop talks only to an :class:`~adabatch.deadline.executor.Executor`, so it drives the
+The loop talks only to an :class:`~adabatch.deadline.core.executor.Executor`, so it drives the
 simulation and the Spark runner unchanged.
 """
 
@@ -42,9 +42,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from adabatch.deadline.cost import TIME_EPS, fits
-from adabatch.deadline.executor import BatchRun, Executor
-from adabatch.deadline.spec import MIN_POLL_S, STRATEGIES, TIME_TRIGGERS, QuerySpec
+from adabatch.deadline.core.cost import TIME_EPS, fits
+from adabatch.deadline.core.executor import BatchRun, Executor
+from adabatch.deadline.core.spec import MIN_POLL_S, STRATEGIES, TIME_TRIGGERS, QuerySpec
 from adabatch.errors import AdabatchError, shown
 
 MAX_BATCHES = 100_000
@@ -301,9 +301,9 @@ class MultiQueryScheduler:
 
     Examples
     --------
-    >>> from adabatch.deadline.simulate import SimulatedExecutor
-    >>> from adabatch.deadline.spec import query_spec
-    >>> from adabatch.deadline.cost import LinearCost
+    >>> from adabatch.deadline.core.simulate import SimulatedExecutor
+    >>> from adabatch.deadline.core.spec import query_spec
+    >>> from adabatch.deadline.core.cost import LinearCost
     >>> q = query_spec("q", window_start=0, window_end=99, deadline=130, rate=1.0,
     ...                cost=LinearCost(per_tuple=0.2, overhead=1.0))
     >>> s = MultiQueryScheduler("edf", rsf=0.5)

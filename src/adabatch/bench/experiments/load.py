@@ -4,7 +4,7 @@ DyBBS Fig. 10): worker processes spinning on the CPU, started and stopped on str
 The papers take resources away from the streaming job in the middle of a run; on one
 machine we do it with busy processes of ours competing for the cores. The workers are
 deliberately *outside* our process tree (a launcher double-forks them and exits), so
-:mod:`adabatch.cost` does not charge their CPU to Spark's run. They stop when:
+:mod:`adabatch.runs.cpu` does not charge their CPU to Spark's run. They stop when:
 
 - :meth:`BackgroundLoad.stop` closes the pipe they watch (the normal way), or
 - our process ends in any way, even ``SIGKILL``: the pipe's write end closes with it, the

@@ -21,7 +21,7 @@ was a third of its final aggregation, and that step bounds the tightest deadline
 
 Spark SQL placeholders ``{orders}``, ``{lineitem}``, ``{part}``, ... are filled with
 DataFrames (``spark.sql(text, **frames)``), so the same partial SQL runs over a batch of
-files and over streaming DataFrames (:mod:`adabatch.deadline.baseline`).
+files and over streaming DataFrames (:mod:`adabatch.deadline.spark.baseline`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adabatch.deadline.tpch import Manifest
+from adabatch.deadline.core.spec import QUERY_NAMES
+from adabatch.deadline.spark.tpch import Manifest
 from adabatch.errors import AdabatchError
 
 if TYPE_CHECKING:
@@ -416,8 +417,9 @@ WHERE p.p_partkey = l.l_partkey AND ({_Q19_WHERE})""",
     )
 }
 
-QUERY_NAMES: tuple[str, ...] = tuple(QUERIES)
-"""Every query the Spark runner implements (lower case, as spec files name them)."""
+if tuple(QUERIES) != QUERY_NAMES:  # the spec parser validates names against QUERY_NAMES
+    msg = f"queries {tuple(QUERIES)} differ from deadline.core.spec.QUERY_NAMES {QUERY_NAMES}"
+    raise ImportError(msg)
 
 
 def get_query(name: str) -> QueryDef:

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from adabatch.deadline.arrival import TraceArrival
+from adabatch.deadline.core.arrival import TraceArrival
 from adabatch.errors import AdabatchError
 from adabatch.outputs import mark_dir, remove_tree, write_atomic
 

@@ -1,0 +1,1 @@
+"""One module per experiment; each defines ``EXPERIMENT`` for the bench registry."""

@@ -1,0 +1,1 @@
+"""Output helpers every layer above uses: the timeline figure (:mod:`.timeline`)."""
