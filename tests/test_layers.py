@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1] / "src" / "adabatch"
 # Lowest first. A unit may import its own modules and any unit in an earlier layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "urls"),
-    ("params", "inputs", "outputs", "spark"),
+    ("registry", "params", "inputs", "outputs", "spark"),
     ("profiles",),
     ("control",),
     ("sources", "metrics"),
