@@ -18,12 +18,11 @@ from adabatch.control.base import (
     BatchPlan,
     BatchReport,
     Controller,
-    Param,
-    Params,
     clamp,
     round_to_granularity,
 )
 from adabatch.errors import AdabatchError
+from adabatch.params import Param, Params
 
 WINDOW = 3  # §3.2: "the integral factor based [on] the three last values of e(t)"
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adabatch.control.base import BatchPlan, BatchReport, Controller, Param, Params, clamp
+from adabatch.control.base import BatchPlan, BatchReport, Controller, clamp
 from adabatch.control.fixed_point import (
     INTERVAL_PARAMS,
     RHO,
@@ -26,6 +26,7 @@ from adabatch.control.fixed_point import (
     stored_interval,
 )
 from adabatch.errors import AdabatchError
+from adabatch.params import Param, Params
 
 _BRANCHES = ("initial", "unstable", "stable")
 

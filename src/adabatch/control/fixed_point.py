@@ -28,12 +28,11 @@ from adabatch.control.base import (
     BatchPlan,
     BatchReport,
     Controller,
-    Param,
-    Params,
     clamp,
     round_to_granularity,
 )
 from adabatch.errors import AdabatchError
+from adabatch.params import Param, Params
 
 # Tolerance for comparing intervals that were rounded to the granularity (float noise only).
 _EPS = 1e-9

@@ -33,9 +33,9 @@ from adabatch.control.base import (
     BatchPlan,
     BatchReport,
     Controller,
-    Param,
 )
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
 
 # (rate bin, block interval): the scope of one isotonic fit and one local optimum.
 _Key = tuple[int, float]

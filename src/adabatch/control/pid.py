@@ -26,9 +26,9 @@ from adabatch.control.base import (
     BatchPlan,
     BatchReport,
     Controller,
-    Param,
 )
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
 
 
 def seconds_to_millis(t_s: float) -> int:

@@ -16,8 +16,8 @@ from adabatch.control.base import (
     BatchPlan,
     BatchReport,
     Controller,
-    Param,
 )
+from adabatch.params import Param
 
 
 class StaticController(Controller):

@@ -46,8 +46,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from adabatch.control.base import Param
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
 from adabatch.profiles import parse_duration
 
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from adabatch.control.base import Param
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
 
 if TYPE_CHECKING:
     import pyarrow as pa

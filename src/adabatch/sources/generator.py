@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from adabatch.control.base import Param
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
 from adabatch.profiles import RateProfile, parse_profile
 from adabatch.sources.base import RecordSource
 

@@ -17,8 +17,9 @@ from typing import Any
 
 from adabatch.batching import QUEUE_MODES
 from adabatch.control import registry
-from adabatch.control.base import Controller, Param
+from adabatch.control.base import Controller
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
 from adabatch.profiles import parse_profile
 from adabatch.sources import source_class
 from adabatch.sources.base import RecordSource
