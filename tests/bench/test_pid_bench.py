@@ -25,7 +25,7 @@ from adabatch.sim.workloads import make_workload
 
 def test_replayed_inputs_reproduce_the_trajectory() -> None:
     case = pid_sweep.SweepCase(0.4, 1.6, 1.0, 7500.0, 500.0)
-    traj = pid_sweep.simulate(case)
+    traj = pid_sweep.simulate_pid(case)
     est = PIDRateEstimator(1000, case.kp, case.ki, case.kd, case.min_rate)
     batch = case.initial_batch
     for args, expected in zip(estimator_inputs(case, traj, 5000.0), traj.batch, strict=True):

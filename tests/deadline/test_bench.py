@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from adabatch.bench.experiments import deadline as bench
-from adabatch.deadline.core.cost import AggCostModel, LinearCost, PiecewiseLinearCost
-from adabatch.deadline.spark.profile import Profile, SweepPoint
+from adabatch.deadline.core.cost import AggregationCost, LinearCost, PiecewiseLinearCost
+from adabatch.deadline.spark.cost_profile import CostProfile, SweepPoint
 from adabatch.deadline.spark.tpch import Manifest, Slot
 from adabatch.errors import AdabatchError
 
@@ -36,7 +36,7 @@ def _manifest() -> Manifest:
     return Manifest(Path("/nonexistent"), 0.01, 4.0, 0.0, tuple(slots))
 
 
-def _profile(name: str, primary: str, total: int, overhead: float, per_tuple: float) -> Profile:
+def _profile(name: str, primary: str, total: int, overhead: float, per_tuple: float) -> CostProfile:
     cost = PiecewiseLinearCost(((0.0, overhead), (total, overhead + per_tuple * total)))
     sweep = tuple(
         SweepPoint(
@@ -49,13 +49,13 @@ def _profile(name: str, primary: str, total: int, overhead: float, per_tuple: fl
         )
         for b in (1, 2, 4)
     )
-    return Profile(
-        name, primary, 0.01, SLOTS, total, sweep, cost, AggCostModel(LinearCost(0.01, 0.2))
+    return CostProfile(
+        name, primary, 0.01, SLOTS, total, sweep, cost, AggregationCost(LinearCost(0.01, 0.2))
     )
 
 
 @pytest.fixture
-def profiles() -> list[Profile]:
+def profiles() -> list[CostProfile]:
     return [
         _profile("cq1", "orders", 100 * SLOTS, 0.5, 2e-3),
         _profile("q6", "lineitem", 400 * SLOTS, 0.8, 1e-3),

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adabatch.deadline.core.cost import (
-    AggCostModel,
+    AggregationCost,
     LinearCost,
     MonotoneCost,
     PiecewiseLinearCost,
@@ -153,7 +153,7 @@ def test_json_round_trip(model) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_agg_cost_model() -> None:
-    agg = AggCostModel(LinearCost(0.1, 0.5), per_group=0.001, groups=50)
+    agg = AggregationCost(LinearCost(0.1, 0.5), per_group=0.001, groups=50)
     assert agg.cost(1) == 0.0  # one batch: nothing to combine
     assert agg.cost(4) == pytest.approx(0.5 + 0.4 + 0.001 * 50 * 4)
     back = agg_cost_from_json(agg.to_json())
@@ -162,7 +162,7 @@ def test_agg_cost_model() -> None:
     assert alias.cost(3) == pytest.approx(0.8)
     assert agg_cost_from_json(None).cost(10) == 0.0
     assert agg_cost_from_json({"kind": "none"}).cost(10) == 0.0
-    fitted = AggCostModel.fit([2, 4, 8, 16], [0.6, 0.8, 1.2, 2.0])
+    fitted = AggregationCost.fit([2, 4, 8, 16], [0.6, 0.8, 1.2, 2.0])
     assert fitted.cost(6) == pytest.approx(1.0)
 
 

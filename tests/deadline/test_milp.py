@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from adabatch.cli import main
-from adabatch.deadline.core.cost import AggCostModel, LinearCost, MonotoneCost
+from adabatch.deadline.core.cost import AggregationCost, LinearCost, MonotoneCost
 from adabatch.deadline.core.milp import MAX_MILP_BATCHES, check_plan, plan_milp, solve_batches
 from adabatch.deadline.core.schedule import Batch
 from adabatch.deadline.core.single import plan_problems, plan_single
@@ -59,7 +59,7 @@ def random_linear_spec(rng: np.random.Generator, i: int) -> QuerySpec:
     deadline = round((start + length + float(rng.uniform(0.1, 1.1)) * single) * 4) / 4
     return query_spec(
         f"r{i}", window_start=start, window_end=start + length, deadline=deadline, rate=rate,
-        cost=LinearCost(per_tuple, overhead), agg_cost=AggCostModel(agg),
+        cost=LinearCost(per_tuple, overhead), agg_cost=AggregationCost(agg),
     )  # fmt: skip
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from adabatch.deadline.core.arrival import ConstantArrival
-from adabatch.deadline.core.cost import AggCostModel, LinearCost
+from adabatch.deadline.core.cost import AggregationCost, LinearCost
 from adabatch.deadline.core.feasibility import Job, check_feasibility, demand_test, min_batch_jobs
 from adabatch.deadline.core.multi import (
     MultiQueryScheduler,
@@ -21,9 +21,9 @@ from adabatch.deadline.core.simulate import (
     compare,
     generate_scenario,
     paper_deadlines,
-    simulate,
+    simulate_schedule,
 )
-from adabatch.deadline.core.spec import STRATEGIES, QuerySpec, Scenario, query_spec
+from adabatch.deadline.core.spec import STRATEGIES, DeadlineScenario, QuerySpec, query_spec
 from adabatch.errors import AdabatchError
 
 
@@ -51,7 +51,7 @@ def test_min_batch_size_is_the_smallest_within_the_slack_factor() -> None:
 
 
 def test_min_batch_size_accounts_for_final_aggregation() -> None:
-    q = linear_query(agg_cost=AggCostModel(LinearCost(per_tuple=1.0)))
+    q = linear_query(agg_cost=AggregationCost(LinearCost(per_tuple=1.0)))
     # 100 + 2 b + b <= 153: b <= 17
     assert find_min_batch_size(q, rsf=0.5).batches == 17
 
@@ -78,7 +78,7 @@ def test_unknown_strategy() -> None:
 
 def test_single_query_runs_in_min_batches_as_they_mature() -> None:
     q = linear_query()
-    result = simulate(Scenario((q,), strategy="edf", rsf=0.5))
+    result = simulate_schedule(DeadlineScenario((q,), strategy="edf", rsf=0.5))
     (o,) = result.outcomes
     assert o.met and o.batches == 26 and o.tuples == 1000
     data = [r for r in result.runs if r.kind != "final"]
@@ -95,7 +95,7 @@ def test_queries_join_late_and_can_leave() -> None:
     early = linear_query("early", deadline=1200.0)
     late = linear_query("late", added_at=500.0, deadline=1300.0)
     gone = linear_query("gone", removed_at=300.0, deadline=1400.0)
-    result = simulate(Scenario((early, late, gone), strategy="llf", rsf=0.5))
+    result = simulate_schedule(DeadlineScenario((early, late, gone), strategy="llf", rsf=0.5))
     by_query = {o.query: o for o in result.outcomes}
     assert by_query["early"].met and by_query["late"].met
     assert by_query["gone"].removed and not by_query["gone"].met
@@ -111,22 +111,22 @@ def test_edf_orders_by_deadline_and_llf_by_laxity() -> None:
     a = linear_query("a", deadline=1300.0, cost=LinearCost(0.3, 2.0), added_at=500.0)
     b = linear_query("b", deadline=1250.0, cost=LinearCost(0.05, 2.0), added_at=500.0)
     for strategy, first in (("edf", "b"), ("llf", "a"), ("sjf", "b")):
-        result = simulate(Scenario((a, b), strategy=strategy, rsf=0.5))
+        result = simulate_schedule(DeadlineScenario((a, b), strategy=strategy, rsf=0.5))
         assert result.runs[0].query == first, strategy
 
 
 def test_round_robin_alternates_between_ready_queries() -> None:
     a = linear_query("a", added_at=0.0)
     b = linear_query("b", added_at=0.0)
-    result = simulate(Scenario((a, b), strategy="rr", rsf=0.5))
+    result = simulate_schedule(DeadlineScenario((a, b), strategy="rr", rsf=0.5))
     order = [r.query for r in result.runs if r.kind == "min-batch"][:6]
     assert order == ["a", "b", "a", "b", "a", "b"]
 
 
 def test_baseline_without_min_batch_costs_more() -> None:
     scenario = generate_scenario(4, 0.6, seed=5, duration=(300.0, 900.0))
-    with_mb = simulate(scenario, strategy="edf")
-    without = simulate(dataclasses.replace(scenario, min_batch=False), strategy="edf")
+    with_mb = simulate_schedule(scenario, strategy="edf")
+    without = simulate_schedule(dataclasses.replace(scenario, min_batch=False), strategy="edf")
     assert all(r.kind in ("available", "final") for r in without.runs)
     assert without.batches > 3 * with_mb.batches
     assert without.total_cost > 2 * with_mb.total_cost
@@ -134,7 +134,9 @@ def test_baseline_without_min_batch_costs_more() -> None:
 
 def test_slow_input_triggers_batches_by_time() -> None:
     q = linear_query(actual_rate="constant:0.8", deadline=1400.0)
-    result = simulate(Scenario((q,), strategy="edf", rsf=0.5, time_trigger="always"))
+    result = simulate_schedule(
+        DeadlineScenario((q,), strategy="edf", rsf=0.5, time_trigger="always")
+    )
     (o,) = result.outcomes
     kinds = {r.kind for r in result.runs}
     assert "time" in kinds  # MinBatches were overdue: what had arrived was processed
@@ -143,18 +145,24 @@ def test_slow_input_triggers_batches_by_time() -> None:
     assert o.completion >= last_arrival
     # each overdue MinBatch is one batch more than planned: past the (1 + rsf) bound
     assert o.cost > o.min_batch.bound
-    fast = simulate(Scenario((linear_query(actual_rate="constant:2"),), strategy="edf"))
+    fast = simulate_schedule(
+        DeadlineScenario((linear_query(actual_rate="constant:2"),), strategy="edf")
+    )
     assert "time" not in {r.kind for r in fast.runs}
     assert fast.outcomes[0].met
 
 
 def test_the_budget_time_trigger_keeps_the_cost_bound() -> None:
     q = linear_query(actual_rate="constant:0.8", deadline=1400.0)
-    result = simulate(Scenario((q,), strategy="edf", rsf=0.5))  # budget is the default
+    result = simulate_schedule(
+        DeadlineScenario((q,), strategy="edf", rsf=0.5)
+    )  # budget is the default
     (o,) = result.outcomes
     assert o.met and o.tuples == 1000
     assert o.cost <= o.min_batch.bound + 1e-9
-    always = simulate(Scenario((q,), strategy="edf", rsf=0.5, time_trigger="always"))
+    always = simulate_schedule(
+        DeadlineScenario((q,), strategy="edf", rsf=0.5, time_trigger="always")
+    )
     assert result.batches < always.batches
 
 
@@ -163,7 +171,7 @@ def test_the_budget_time_trigger_still_fires_when_the_deadline_is_at_risk() -> N
     # ~1254.9, so a deadline of 1253 needs the lagging tuples processed as they come
     def time_batches(deadline: float) -> tuple[int, bool]:
         q = linear_query(actual_rate="constant:0.8", deadline=deadline)
-        result = simulate(Scenario((q,), strategy="edf", rsf=0.5))
+        result = simulate_schedule(DeadlineScenario((q,), strategy="edf", rsf=0.5))
         return sum(r.kind == "time" for r in result.runs), result.all_met
 
     relaxed, relaxed_met = time_batches(1400.0)
@@ -176,7 +184,7 @@ def test_bad_time_trigger() -> None:
     with pytest.raises(AdabatchError, match="time_trigger = 'never': allowed one of budget"):
         MultiQueryScheduler("edf", time_trigger="never")
     with pytest.raises(AdabatchError, match="time_trigger = 'x'"):
-        Scenario((linear_query(),), time_trigger="x")
+        DeadlineScenario((linear_query(),), time_trigger="x")
 
 
 def test_a_last_tuple_too_late_for_its_deadline_is_not_schedulable() -> None:
@@ -187,12 +195,12 @@ def test_a_last_tuple_too_late_for_its_deadline_is_not_schedulable() -> None:
     report = check_feasibility([late], 0.5)
     assert not report.feasible
     assert report.t1 is not None and report.t1 >= late.actual_arrivals.last_arrival
-    assert not simulate(Scenario((late,), strategy="edf")).all_met
+    assert not simulate_schedule(DeadlineScenario((late,), strategy="edf")).all_met
 
 
 def test_unknown_totals_are_estimated() -> None:
     q = linear_query(total_known=False, actual_rate="constant:1.0")
-    result = simulate(Scenario((q,), strategy="llf", rsf=0.5))
+    result = simulate_schedule(DeadlineScenario((q,), strategy="llf", rsf=0.5))
     (o,) = result.outcomes
     assert o.met and o.tuples == 1000
 
@@ -219,10 +227,10 @@ def test_the_loop_uses_the_executors_measured_costs() -> None:
 
 def test_simulation_is_deterministic() -> None:
     scenario = generate_scenario(5, 0.3, seed=9, duration=(300.0, 900.0))
-    a = simulate(scenario, strategy="llf", noise=0.1, seed=4)
-    b = simulate(scenario, strategy="llf", noise=0.1, seed=4)
+    a = simulate_schedule(scenario, strategy="llf", noise=0.1, seed=4)
+    b = simulate_schedule(scenario, strategy="llf", noise=0.1, seed=4)
     assert a == b
-    c = simulate(scenario, strategy="llf", noise=0.1, seed=5)
+    c = simulate_schedule(scenario, strategy="llf", noise=0.1, seed=5)
     assert c.runs != a.runs
 
 
@@ -239,9 +247,9 @@ def test_demand_test_counts_non_preemptive_blocking() -> None:
 
 
 def test_min_batch_jobs_match_the_simulated_batches() -> None:
-    q = linear_query(agg_cost=AggCostModel(LinearCost(0.5)))
+    q = linear_query(agg_cost=AggregationCost(LinearCost(0.5)))
     jobs = min_batch_jobs(q, rsf=0.5)
-    result = simulate(Scenario((q,), strategy="edf", rsf=0.5))
+    result = simulate_schedule(DeadlineScenario((q,), strategy="edf", rsf=0.5))
     data = [r for r in result.runs if r.kind != "final"]
     assert [j.release for j in jobs] == [r.start for r in data]
     assert sum(j.cost for j in jobs) == pytest.approx(result.outcomes[0].cost)
@@ -285,7 +293,7 @@ def test_edf_and_llf_meet_every_deadline_when_the_scenario_is_schedulable() -> N
     assert counts["sjf_or_rr_missed"] >= 3, counts
 
 
-def slowed(scenario: Scenario, factor: float, time_trigger: str) -> Scenario:
+def slowed(scenario: DeadlineScenario, factor: float, time_trigger: str) -> DeadlineScenario:
     """The scenario with every query's tuples really arriving at ``factor`` times the
     expected rate (the total unchanged, so the last one arrives late)."""
     queries = []

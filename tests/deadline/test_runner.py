@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from adabatch.deadline.core.cost import AggCostModel, LinearCost
+from adabatch.deadline.core.cost import AggregationCost, LinearCost
 from adabatch.deadline.core.schedule import Batch, QueryPlan
 from adabatch.deadline.core.single import plan_single
-from adabatch.deadline.core.spec import Scenario
+from adabatch.deadline.core.spec import DeadlineScenario
 from adabatch.deadline.spark import tpch
 from adabatch.errors import AdabatchError
 
@@ -88,7 +88,7 @@ def test_function1_plan_runs_on_spark(spark, manifest, tmp_path) -> None:
         "cq2",
         deadline=manifest.window_end + 1.6,
         cost=LinearCost(1.5 / n, 0.4),
-        agg_cost=AggCostModel(LinearCost(0.05, 0.3)),
+        agg_cost=AggregationCost(LinearCost(0.05, 0.3)),
     )
     plan = plan_single(spec)
     assert plan.feasible and plan.num_batches >= 2
@@ -187,10 +187,12 @@ def test_multi_query_loop_on_spark(spark, manifest, tmp_path) -> None:
                 name,
                 deadline=manifest.window_end + 120.0,
                 cost=LinearCost(2.0 / n, 0.5),
-                agg_cost=AggCostModel(LinearCost(0.05, 0.3)),
+                agg_cost=AggregationCost(LinearCost(0.05, 0.3)),
             )
         )
-    result, runs = run_multi(spark, manifest, Scenario(tuple(specs), strategy="edf"), tmp_path)
+    result, runs = run_multi(
+        spark, manifest, DeadlineScenario(tuple(specs), strategy="edf"), tmp_path
+    )
     assert result.all_met
     assert [r.correct for r in runs] == [True, True]
     for r in runs:

@@ -9,7 +9,12 @@ import numpy as np
 import pytest
 
 from adabatch.deadline.core.arrival import TraceArrival
-from adabatch.deadline.core.cost import AggCostModel, LinearCost, MonotoneCost, PiecewiseLinearCost
+from adabatch.deadline.core.cost import (
+    AggregationCost,
+    LinearCost,
+    MonotoneCost,
+    PiecewiseLinearCost,
+)
 from adabatch.deadline.core.executor import run_plan
 from adabatch.deadline.core.simulate import SimulatedExecutor
 from adabatch.deadline.core.single import (
@@ -81,7 +86,7 @@ def test_deadline_before_window_end_is_infeasible() -> None:
 
 def test_final_aggregation_cost_moves_the_last_batch_deadline() -> None:
     # agg(k) = 0.5 k for k >= 2 (eq. 4: the last batch must end by deadline - agg)
-    agg = AggCostModel(LinearCost(per_tuple=0.5))
+    agg = AggregationCost(LinearCost(per_tuple=0.5))
     spec = paper_case(12.5, agg_cost=agg)
     plan = plan_single(spec)
     # k = 2 assumes 1.0 s: Function 1 then needs 1 + 6 + 3 = three batches (1.5 s) > 1.0;
@@ -101,7 +106,7 @@ def test_final_aggregation_cost_moves_the_last_batch_deadline() -> None:
 def test_earliest_completion_is_tight() -> None:
     spec = query_spec(
         "t", window_start=0, window_end=100, deadline=0, rate=10.0,
-        cost=LinearCost(0.02, 0.7), agg_cost=AggCostModel(LinearCost(0.3)),
+        cost=LinearCost(0.02, 0.7), agg_cost=AggregationCost(LinearCost(0.3)),
     )  # fmt: skip
     earliest = earliest_completion(spec)
     assert plan_single(dataclasses.replace(spec, deadline=earliest)).feasible
@@ -132,7 +137,7 @@ def random_specs(seed: int, count: int) -> list[QuerySpec]:
             )
         else:
             cost = LinearCost(float(rng.uniform(0.001, 0.05)), float(rng.uniform(0, 3)))
-        agg = AggCostModel(LinearCost(float(rng.uniform(0.01, 0.5))))
+        agg = AggregationCost(LinearCost(float(rng.uniform(0.01, 0.5))))
         if kind == 3:
             times = np.sort(rng.uniform(start, start + length, size=40))
             times[0], times[-1] = start, start + length
@@ -183,7 +188,7 @@ def test_tighter_deadlines_never_need_fewer_batches() -> None:
 
 
 def test_a_plan_runs_on_the_simulated_executor_and_meets_its_deadline() -> None:
-    spec = paper_case(11, agg_cost=AggCostModel(LinearCost(0.05)))
+    spec = paper_case(11, agg_cost=AggregationCost(LinearCost(0.05)))
     plan = plan_single(spec)
     result = run_plan(plan, SimulatedExecutor([spec]))
     assert result.met

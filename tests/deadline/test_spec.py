@@ -274,11 +274,11 @@ def test_docstring_examples(module: str) -> None:
 
 
 def test_written_scenarios_load_back_unchanged(tmp_path: Path) -> None:
-    from adabatch.deadline.core.simulate import generate_scenario, simulate
+    from adabatch.deadline.core.simulate import generate_scenario, simulate_schedule
     from adabatch.deadline.core.spec import write_scenario
 
     scenario = dataclasses.replace(generate_scenario(4, 0.3, seed=8), time_trigger="always")
     for name in ("s.yaml", "s.json"):
         back = load_scenario(write_scenario(scenario, tmp_path / name))
         assert back == scenario
-        assert simulate(back) == simulate(scenario)
+        assert simulate_schedule(back) == simulate_schedule(scenario)

@@ -18,17 +18,17 @@ from adabatch.sim.pid_sweep import (
     grid,
     parse_values,
     run_sweep,
-    simulate,
+    simulate_pid,
 )
 
 
 def klass(case: SweepCase) -> str:
-    traj = simulate(case)
+    traj = simulate_pid(case)
     return classify(traj, case, target_rps=5000.0, interval_s=1.0, thresholds=Thresholds()).klass
 
 
 def test_simulate_follows_the_blog_loop_by_hand() -> None:
-    traj = simulate(SweepCase(1.0, 0.2, 0.0, 2500.0, 100.0), iterations=3)
+    traj = simulate_pid(SweepCase(1.0, 0.2, 0.0, 2500.0, 100.0), iterations=3)
     # 2500 records at 5000/s = 500 ms, then a 500 ms pause; the first estimate is skipped,
     # the second sees 5000/s with no error and sets the batch to 5000 (1000 ms, no pause)
     assert traj.time_ms == (1000, 2000, 3000)
@@ -38,7 +38,7 @@ def test_simulate_follows_the_blog_loop_by_hand() -> None:
 
 
 def test_an_oversized_batch_builds_scheduling_delay() -> None:
-    traj = simulate(SweepCase(0.0, 0.0, 0.0, 7500.0, 100.0), iterations=2)
+    traj = simulate_pid(SweepCase(0.0, 0.0, 0.0, 7500.0, 100.0), iterations=2)
     assert traj.time_ms == (1500, 3000)
     assert traj.scheduling_delay_ms == (500, 1000)  # stays at 7500: 1.5 s per 1 s batch
 
@@ -59,7 +59,7 @@ def test_known_toxic_and_sluggish_cases() -> None:
 
 def test_collapse_onto_min_rate_is_diverging() -> None:
     case = SweepCase(0.0, 0.4, 0.0, 7500.0, 500.0)
-    traj = simulate(case)
+    traj = simulate_pid(case)
     assert traj.batch[-20:] == (500.0,) * 20
     assert klass(case) == "diverging"
 

@@ -224,7 +224,7 @@ def _spark(args: argparse.Namespace) -> Any:
 
 
 def run_profile(args: argparse.Namespace) -> int:
-    from adabatch.deadline.spark.profile import profile_query
+    from adabatch.deadline.spark.cost_profile import profile_query
     from adabatch.deadline.spark.queries import get_query
 
     queries = [get_query(q).name for q in args.query]
@@ -268,8 +268,8 @@ def _print_run(run: Any) -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from adabatch.deadline.core.spec import Scenario, load_scenario
-    from adabatch.deadline.spark.profile import agg_with_margin, load_profile, with_margin
+    from adabatch.deadline.core.spec import DeadlineScenario, load_scenario
+    from adabatch.deadline.spark.cost_profile import agg_with_margin, load_cost_profile, with_margin
     from adabatch.deadline.spark.runner import run_multi, run_single, spec_for
 
     if (args.spec is None) == (args.query is None):
@@ -290,7 +290,7 @@ def run_run(args: argparse.Namespace) -> int:
         if args.profile is None:
             msg = "--query needs --profile PATH (written by `adabatch deadline profile`)"
             raise AdabatchError(msg)
-        profile = load_profile(args.profile)
+        profile = load_cost_profile(args.profile)
         if profile.query != args.query.lower():
             msg = (
                 f"profile {shown(args.profile)} is for {shown(profile.query)}, not "
@@ -306,7 +306,7 @@ def run_run(args: argparse.Namespace) -> int:
             cost=with_margin(profile.cost, margin),
             agg_cost=agg_with_margin(profile.agg_cost, margin),
         )
-        scenario = Scenario((spec,))
+        scenario = DeadlineScenario((spec,))
     else:
         scenario = load_scenario(args.spec, strategy=strategy, time_trigger=trigger)
         manifest = _manifest(args)

@@ -133,7 +133,7 @@ class SweepResult:
         return [r for r in self.results if r.klass in TOXIC]
 
 
-def simulate(
+def simulate_pid(
     case: SweepCase,
     *,
     target_rps: float = DEFAULT_TARGET_RPS,
@@ -331,7 +331,7 @@ def run_sweep(
     stop_batch = t.stop * target_rps * interval_s
     results = []
     for case in cases:
-        traj = simulate(
+        traj = simulate_pid(
             case,
             target_rps=target_rps,
             interval_s=interval_s,
@@ -456,7 +456,7 @@ def plot_examples(
     for ax, klass in zip(axes[0], present, strict=False):
         for r in (c for c in chosen if c.klass == klass):
             case = SweepCase(r.kp, r.ki, r.kd, r.initial_batch, r.min_rate)
-            traj = simulate(
+            traj = simulate_pid(
                 case,
                 target_rps=result.target_rps,
                 interval_s=result.interval_s,

@@ -3,7 +3,7 @@
 Sections (paper figure in brackets), all on the same TPC-H landing data:
 
 1. **profiles** [Fig. 3, 4]: every query processed in batches of decreasing size on Spark
-   (:func:`~adabatch.deadline.spark.profile.profile_query`): measured cost versus number of
+   (:func:`~adabatch.deadline.spark.cost_profile.profile_query`): measured cost versus number of
    batches, and the fitted batch-cost and final-aggregation models. ``D`` is the measured
    cost of the whole window in one batch.
 2. **single** [Fig. 6]: each query alone with deadlines ``window end + f·D`` for
@@ -49,13 +49,19 @@ from typing import Any
 
 from adabatch.deadline.core.arrival import TraceArrival
 from adabatch.deadline.core.single import plan_single
-from adabatch.deadline.core.spec import STRATEGIES, TIME_TRIGGERS, QuerySpec, Scenario, query_spec
+from adabatch.deadline.core.spec import (
+    STRATEGIES,
+    TIME_TRIGGERS,
+    DeadlineScenario,
+    QuerySpec,
+    query_spec,
+)
 from adabatch.deadline.spark.baseline import Trigger
-from adabatch.deadline.spark.profile import (
-    Profile,
+from adabatch.deadline.spark.cost_profile import (
+    CostProfile,
     agg_with_margin,
+    cost_profile_from_json,
     default_sizes,
-    profile_from_json,
     profile_query,
     refit,
     with_margin,
@@ -238,7 +244,7 @@ def stretched_trace(
 
 def fitted_specs(
     manifest: Manifest,
-    profiles: Sequence[Profile],
+    profiles: Sequence[CostProfile],
     *,
     window_s: float,
     delta: float,
@@ -279,7 +285,7 @@ def fitted_specs(
     return paper_deadlines(specs, delta, c_max)
 
 
-def sim_c_max(manifest: Manifest, profiles: Sequence[Profile], config: BenchConfig) -> float:
+def sim_c_max(manifest: Manifest, profiles: Sequence[CostProfile], config: BenchConfig) -> float:
     """The simulation's C_max: the configured one, or the smallest that caps no query's
     MinBatch at ``sim_rsf``: the largest MinBatch cost. The paper's fixed 30 s capped none
     (its EDF/LLF costs stay within 1 + δ_RSF); a cap below a MinBatch's cost forces more,
@@ -295,7 +301,7 @@ def sim_c_max(manifest: Manifest, profiles: Sequence[Profile], config: BenchConf
 
 
 def simulate_grid(
-    manifest: Manifest, profiles: Sequence[Profile], config: BenchConfig
+    manifest: Manifest, profiles: Sequence[CostProfile], config: BenchConfig
 ) -> list[dict[str, Any]]:
     """Fig. 7 (strategies × δ), Fig. 8 (no MinBatchSize), Fig. 10 and 11 (rates, under
     both time triggers)."""
@@ -320,7 +326,7 @@ def simulate_grid(
             c_max=c_max,
             actual=rate,
         )
-        scenario = Scenario(
+        scenario = DeadlineScenario(
             tuple(specs), rsf=rsf, c_max=c_max, min_batch=min_batch, time_trigger=time_trigger
         )
         strategies = STRATEGIES if min_batch else ("edf", "llf")
@@ -498,7 +504,7 @@ def run_bench_config(config: BenchConfig) -> Path:
     }
     queries = config.queries
     kept_profiles = {
-        q: refit(profile_from_json(data, f"profile {q!r} in {out / 'results.json'}"))
+        q: refit(cost_profile_from_json(data, f"profile {q!r} in {out / 'results.json'}"))
         for q, data in previous.get("profiles", {}).items()
     }
     kept_single = {(r["query"], r["factor"]): r for r in previous.get("single", [])}
@@ -550,7 +556,7 @@ def run_bench_config(config: BenchConfig) -> Path:
         task = bar.add_task("deadline bench", total=steps)
 
         # 1. profiles (Fig. 3, 4)
-        profiles: dict[str, Profile] = {}
+        profiles: dict[str, CostProfile] = {}
         for name in queries:
             if name in kept_profiles:
                 profiles[name] = kept_profiles[name]
@@ -715,7 +721,7 @@ def run_bench_config(config: BenchConfig) -> Path:
                 specs = paper_deadlines(specs, 1.0, c_max)
                 outcomes = []
                 for strategy in ("edf", "llf"):
-                    scenario = Scenario(tuple(specs), strategy=strategy, rsf=0.5)
+                    scenario = DeadlineScenario(tuple(specs), strategy=strategy, rsf=0.5)
                     result, runs = run_multi(
                         spark,
                         manifest,
@@ -760,7 +766,9 @@ def rerender(config: BenchConfig) -> Path:
     manifest = load_manifest(Path(results["config"]["data"]))
     saved = results.get("profiles", {})
     profiles = [
-        profile_from_json(saved[q], f"profile {q!r} in {path}") for q in QUERY_NAMES if q in saved
+        cost_profile_from_json(saved[q], f"profile {q!r} in {path}")
+        for q in QUERY_NAMES
+        if q in saved
     ]
     if profiles and "multi" not in config.skip:
         results["simulation"] = simulate_grid(manifest, profiles, config)

@@ -97,7 +97,7 @@ def estimator_inputs(
     case: pid_sweep.SweepCase, traj: pid_sweep.Trajectory, target_rps: float
 ) -> list[tuple[int, int, int, int]]:
     """The ``(time, elements, processing delay, scheduling delay)`` of every step of a
-    trajectory of :func:`adabatch.sim.pid_sweep.simulate` (its own arithmetic, replayed)."""
+    trajectory of :func:`adabatch.sim.pid_sweep.simulate_pid` (its own arithmetic, replayed)."""
     out = []
     batch, scheduling = float(case.initial_batch), 0
     for i, time_ms in enumerate(traj.time_ms):
@@ -127,7 +127,7 @@ def compare_with_jvm(
     steps, bad = 0, []
     for r in cases:
         case = pid_sweep.SweepCase(r.kp, r.ki, r.kd, r.initial_batch, r.min_rate)
-        traj = pid_sweep.simulate(
+        traj = pid_sweep.simulate_pid(
             case,
             target_rps=target_rps,
             interval_s=interval_s,
@@ -267,7 +267,7 @@ def choose_cases(
         name = f"toxic-kp{case.kp:g}-ki{case.ki:g}-kd{case.kd:g}"
         out.append(scaled(name, case, klass, n_star, interval_s))
     default = pid_sweep.classify(
-        pid_sweep.simulate(SPARK_DEFAULT_GAINS),
+        pid_sweep.simulate_pid(SPARK_DEFAULT_GAINS),
         SPARK_DEFAULT_GAINS,
         target_rps=pid_sweep.DEFAULT_TARGET_RPS,
         interval_s=1.0,
@@ -348,7 +348,7 @@ class Pid(Experiment):
             interval = interval_for(model)
             n_guess = capacity(model, interval)
             default = pid_sweep.classify(
-                pid_sweep.simulate(SPARK_DEFAULT_GAINS),
+                pid_sweep.simulate_pid(SPARK_DEFAULT_GAINS),
                 SPARK_DEFAULT_GAINS,
                 target_rps=pid_sweep.DEFAULT_TARGET_RPS,
                 interval_s=1.0,

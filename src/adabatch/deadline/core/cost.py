@@ -12,7 +12,7 @@ Tuples are integers: ``tuples_within`` is the largest integer ``n >= 0`` with
 ``cost(n) <= d`` (up to :data:`TIME_EPS`), so fractional capacity is rounded down.
 
 The final aggregation that combines a query's partial aggregates is priced separately by
-:class:`AggCostModel` as a function of the number of batches (Sec. 6.2).
+:class:`AggregationCost` as a function of the number of batches (Sec. 6.2).
 
 JSON form (``to_json``/:func:`cost_from_json`; ``adabatch deadline profile`` writes it)::
 
@@ -49,7 +49,7 @@ def fits(cost_s: float, duration_s: float) -> bool:
 
 
 @runtime_checkable
-class CostModel(Protocol):
+class QueryCost(Protocol):
     """Seconds for one batch of ``tuples`` tuples; non-decreasing in ``tuples``."""
 
     def cost(self, tuples: int) -> float: ...
@@ -83,7 +83,7 @@ def _numeric(value: Any) -> Any:
     return value
 
 
-def tuples_within_by_bisection(model: CostModel, duration_s: float) -> int:
+def tuples_within_by_bisection(model: QueryCost, duration_s: float) -> int:
     """Largest ``n`` with ``model.cost(n) <= duration_s`` for any non-decreasing model.
 
     Exponential search for an upper bound, then bisection on integers.
@@ -427,7 +427,7 @@ class MonotoneCost:
 COST_KINDS = ("linear", "piecewise", "expr")
 
 
-def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> CostModel:
+def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> QueryCost:
     """The cost model of a JSON object (``kind`` = linear, piecewise or expr)."""
     if not isinstance(data, Mapping):
         msg = f"{where} = {shown(data)}: allowed an object with kind one of {', '.join(COST_KINDS)}"
@@ -481,7 +481,7 @@ def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> CostModel:
 
 
 @dataclass(frozen=True)
-class AggCostModel:
+class AggregationCost:
     """Final-aggregation cost versus the number of batches (paper Sec. 3.1 eq. 4, Sec. 6.2).
 
     ``cost(b) = 0`` for one batch (nothing to combine); otherwise
@@ -491,7 +491,7 @@ class AggCostModel:
     each containing all the groups").
     """
 
-    model: CostModel | None = None
+    model: QueryCost | None = None
     per_group: float = 0.0
     groups: int = 0
 
@@ -520,16 +520,16 @@ class AggCostModel:
     @classmethod
     def fit(
         cls, batch_counts: Sequence[float], seconds: Sequence[float], segments: int = 1
-    ) -> AggCostModel:
+    ) -> AggregationCost:
         """Piecewise-linear fit of measured final-aggregation seconds vs number of batches."""
         return cls(PiecewiseLinearCost.fit(batch_counts, seconds, segments))
 
 
-NO_AGG = AggCostModel()
+NO_AGG = AggregationCost()
 
 
-def agg_cost_from_json(data: Mapping[str, Any] | None, where: str = "agg_cost") -> AggCostModel:
-    """The :class:`AggCostModel` of a JSON object: a cost model's keys (kind, ...) plus
+def agg_cost_from_json(data: Mapping[str, Any] | None, where: str = "agg_cost") -> AggregationCost:
+    """The :class:`AggregationCost` of a JSON object: a cost model's keys (kind, ...) plus
     optional ``per_group`` and ``groups``; ``kind: none`` (or no object) is free."""
     if data is None:
         return NO_AGG
@@ -555,7 +555,7 @@ def agg_cost_from_json(data: Mapping[str, Any] | None, where: str = "agg_cost") 
     else:
         model = cost_from_json(rest, where)
     try:
-        return AggCostModel(model, per_group, groups)
+        return AggregationCost(model, per_group, groups)
     except AdabatchError as exc:
         msg = f"{where}: {exc}"
         raise AdabatchError(msg) from None

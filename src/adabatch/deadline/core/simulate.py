@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from adabatch.deadline.core.cost import AggCostModel, LinearCost
+from adabatch.deadline.core.cost import AggregationCost, LinearCost
 from adabatch.deadline.core.feasibility import Feasibility, check_feasibility
 from adabatch.deadline.core.multi import MultiQueryScheduler, MultiResult
-from adabatch.deadline.core.spec import STRATEGIES, QuerySpec, Scenario, query_spec
+from adabatch.deadline.core.spec import STRATEGIES, DeadlineScenario, QuerySpec, query_spec
 from adabatch.errors import AdabatchError
 
 
@@ -85,8 +85,8 @@ class SimulatedExecutor:
         return seconds
 
 
-def simulate(
-    scenario: Scenario,
+def simulate_schedule(
+    scenario: DeadlineScenario,
     *,
     strategy: str | None = None,
     noise: float = 0.0,
@@ -122,7 +122,7 @@ class Comparison:
 
 
 def compare(
-    scenario: Scenario,
+    scenario: DeadlineScenario,
     strategies: Sequence[str] = STRATEGIES,
     *,
     min_batch: bool | None = None,
@@ -133,7 +133,9 @@ def compare(
     if min_batch is not None:
         scenario = replace(scenario, min_batch=min_batch)
     feasibility = check_feasibility(scenario.queries, scenario.rsf, scenario.c_max)
-    results = {s: simulate(scenario, strategy=s, noise=noise, seed=seed) for s in strategies}
+    results = {
+        s: simulate_schedule(scenario, strategy=s, noise=noise, seed=seed) for s in strategies
+    }
     return Comparison(feasibility, results)
 
 
@@ -151,7 +153,7 @@ def generate_scenario(
     per_tuple: tuple[float, float] = (0.0005, 0.01),
     overhead: tuple[float, float] = (0.5, 5.0),
     agg_per_batch: tuple[float, float] = (0.0, 0.2),
-) -> Scenario:
+) -> DeadlineScenario:
     """A random scenario in the style of Sec. 7.4.
 
     Each query gets a linear cost model and a linear final-aggregation cost (per batch),
@@ -175,7 +177,7 @@ def generate_scenario(
         start = shared_start if same_window else float(rng.uniform(0.0, 1000.0))
         total = math.floor(length * r) + 1
         cost = LinearCost(float(rng.uniform(*per_tuple)), float(rng.uniform(*overhead)))
-        agg = AggCostModel(LinearCost(max(float(rng.uniform(*agg_per_batch)), 1e-9)))
+        agg = AggregationCost(LinearCost(max(float(rng.uniform(*agg_per_batch)), 1e-9)))
         drafts.append((f"q{i + 1}", start, start + (total - 1) / r, r, total, cost, agg))
     queries = [
         query_spec(
@@ -191,7 +193,7 @@ def generate_scenario(
         for qid, start, end, r, total, cost, agg in drafts
     ]
     queries = paper_deadlines(queries, delta, c_max)
-    return Scenario(tuple(queries), strategy=strategy, rsf=rsf, c_max=c_max)
+    return DeadlineScenario(tuple(queries), strategy=strategy, rsf=rsf, c_max=c_max)
 
 
 def paper_deadlines(specs: Sequence[QuerySpec], delta: float, c_max: float) -> list[QuerySpec]:

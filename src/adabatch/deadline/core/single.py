@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Callable
 
 from adabatch.deadline.core.arrival import ArrivalModel
-from adabatch.deadline.core.cost import TIME_EPS, AggCostModel, CostModel, fits
+from adabatch.deadline.core.cost import TIME_EPS, AggregationCost, QueryCost, fits
 from adabatch.deadline.core.schedule import Batch, QueryPlan
 from adabatch.deadline.core.spec import QuerySpec
 from adabatch.errors import AdabatchError
@@ -47,7 +47,7 @@ class _Schedule:
 
 
 def schedule_without_agg_cost(
-    arrivals: ArrivalModel, cost: CostModel, window_end: float, deadline_last_batch: float
+    arrivals: ArrivalModel, cost: QueryCost, window_end: float, deadline_last_batch: float
 ) -> tuple[tuple[Batch, ...], str]:
     """Function 1 (Sec. 3.1): the batches, in execution order, that meet
     ``deadline_last_batch`` with the fewest batches, or ``((), reason)`` if none can.
@@ -226,7 +226,7 @@ def _earliest_deadline(
     return hi, best
 
 
-def _first_k_assuming(agg: AggCostModel, found: float, k: int, total: int) -> int:
+def _first_k_assuming(agg: AggregationCost, found: float, k: int, total: int) -> int:
     """The smallest ``k' >= k`` with ``agg.cost(k') >= found`` (``total + 1`` if none up
     to ``total``); the cost is non-decreasing in the number of batches."""
 

@@ -5,7 +5,7 @@ deadline, input stream(s) and rate, total tuples, the batch cost model and the
 final-aggregation cost model, plus when the query joins (and optionally leaves) a dynamic
 multi-query system (Sec. 4). All times are seconds on one time axis.
 
-A :class:`Scenario` adds the multi-query scheduler settings (strategy, resource slack
+A :class:`DeadlineScenario` adds the multi-query scheduler settings (strategy, resource slack
 factor δ_RSF, C_max) for ``adabatch deadline simulate`` and the runners.
 """
 
@@ -36,8 +36,8 @@ from adabatch.deadline.core.cost import (
     MAX_TUPLES,
     NO_AGG,
     TIME_EPS,
-    AggCostModel,
-    CostModel,
+    AggregationCost,
+    QueryCost,
     agg_cost_from_json,
     cost_from_json,
 )
@@ -122,8 +122,8 @@ class QuerySpec:
     window_end: float
     deadline: float
     arrivals: ArrivalModel
-    cost: CostModel
-    agg_cost: AggCostModel = NO_AGG
+    cost: QueryCost
+    agg_cost: AggregationCost = NO_AGG
     groups: int | None = None
     added_at: float | None = None
     removed_at: float | None = None
@@ -222,7 +222,7 @@ class QuerySpec:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class DeadlineScenario:
     """Queries plus the multi-query scheduler settings (Sec. 4, Algorithm 2 inputs)."""
 
     queries: tuple[QuerySpec, ...]
@@ -266,12 +266,12 @@ def query_spec(
     window_start: float,
     window_end: float,
     deadline: float,
-    cost: CostModel,
+    cost: QueryCost,
     rate: float | str | ArrivalModel | None = None,
     total: int | None = None,
     query: str | None = None,
     inputs: Sequence[str] = ("lineitem",),
-    agg_cost: AggCostModel = NO_AGG,
+    agg_cost: AggregationCost = NO_AGG,
     groups: int | None = None,
     added_at: float | None = None,
     removed_at: float | None = None,
@@ -497,7 +497,7 @@ def load_specs(path: str | Path) -> list[QuerySpec]:
     return list(load_scenario(path).queries)
 
 
-def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
+def load_scenario(path: str | Path, **overrides: Any) -> DeadlineScenario:
     """Queries and scheduler settings of a spec file; ``overrides`` (non-``None``) replace
     the file's ``scheduler`` values (the CLI's ``--strategy``, ``--rsf``, ...)."""
     p = Path(path)
@@ -555,7 +555,7 @@ def load_scenario(path: str | Path, **overrides: Any) -> Scenario:
             raise _Where(p).fail("min_batch", settings["min_batch"], "true or false")
         kwargs["min_batch"] = settings["min_batch"]
     try:
-        return Scenario(tuple(queries), **kwargs)
+        return DeadlineScenario(tuple(queries), **kwargs)
     except AdabatchError as exc:
         raise _Where(p).wrap(exc, "scheduler") from None
 
@@ -777,7 +777,7 @@ def _load_model_file(value: str, where: _Where, base: Path, name: str) -> Mappin
     return data
 
 
-def _parse_cost(value: Any, where: _Where, base: Path) -> tuple[CostModel, AggCostModel | None]:
+def _parse_cost(value: Any, where: _Where, base: Path) -> tuple[QueryCost, AggregationCost | None]:
     """The batch cost model and, for a profile file, its final-aggregation model."""
     agg = None
     if isinstance(value, str):
@@ -798,7 +798,7 @@ def _parse_cost(value: Any, where: _Where, base: Path) -> tuple[CostModel, AggCo
         raise where.wrap(exc, "cost") from None
 
 
-def _parse_agg(value: Any, where: _Where, base: Path) -> AggCostModel:
+def _parse_agg(value: Any, where: _Where, base: Path) -> AggregationCost:
     if isinstance(value, str):
         data = _load_model_file(value, where, base, "agg_cost")
         value = data.get("agg_cost", data) if "kind" not in data else data
@@ -850,7 +850,7 @@ def query_document(spec: QuerySpec) -> dict[str, Any]:
     return out
 
 
-def write_scenario(scenario: Scenario, path: str | Path, *, force: bool = False) -> Path:
+def write_scenario(scenario: DeadlineScenario, path: str | Path, *, force: bool = False) -> Path:
     """Write ``scenario`` as a YAML (or ``.json``) spec file that loads back unchanged; an
     existing file is replaced only with ``force`` (by a rename: a symlink is not followed)."""
     p = check_new_file(path, "scenario file", force=force)

@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adabatch.deadline.core.cost import NO_AGG, AggCostModel, CostModel, LinearCost
+from adabatch.deadline.core.cost import NO_AGG, AggregationCost, LinearCost, QueryCost
 from adabatch.deadline.core.executor import PlanRun, run_plan
 from adabatch.deadline.core.multi import MultiQueryScheduler, MultiResult
 from adabatch.deadline.core.schedule import QueryPlan
 from adabatch.deadline.core.single import plan_single
-from adabatch.deadline.core.spec import QuerySpec, Scenario, query_spec
+from adabatch.deadline.core.spec import DeadlineScenario, QuerySpec, query_spec
 from adabatch.deadline.spark.queries import (
     QUERY_NAMES,
     QueryDef,
@@ -87,8 +87,8 @@ def spec_for(
     query: str,
     *,
     deadline: float,
-    cost: CostModel,
-    agg_cost: AggCostModel = NO_AGG,
+    cost: QueryCost,
+    agg_cost: AggregationCost = NO_AGG,
     id: str | None = None,
 ) -> QuerySpec:
     """The :class:`QuerySpec` of ``query`` over the landing data: its window is the
@@ -512,7 +512,7 @@ def run_single(
 def run_multi(
     spark: SparkSession,
     manifest: Manifest,
-    scenario: Scenario,
+    scenario: DeadlineScenario,
     workdir: str | Path,
     *,
     time_scale: float = 1.0,

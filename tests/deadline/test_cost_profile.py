@@ -6,14 +6,19 @@ import json
 
 import pytest
 
-from adabatch.deadline.core.cost import AggCostModel, LinearCost, MonotoneCost, PiecewiseLinearCost
+from adabatch.deadline.core.cost import (
+    AggregationCost,
+    LinearCost,
+    MonotoneCost,
+    PiecewiseLinearCost,
+)
 from adabatch.deadline.spark import tpch
-from adabatch.deadline.spark.profile import (
+from adabatch.deadline.spark.cost_profile import (
     SweepPoint,
     agg_with_margin,
     default_sizes,
     fit_models,
-    load_profile,
+    load_cost_profile,
     with_margin,
 )
 from adabatch.errors import AdabatchError
@@ -75,7 +80,7 @@ def test_margins_scale_every_model_kind() -> None:
         assert scaled.cost(100) == pytest.approx(1.5 * model.cost(100))
         assert scaled.tuples_within(4.5) == model.tuples_within(3.0)
     assert with_margin(lin, 1.0) is lin
-    agg = agg_with_margin(AggCostModel(LinearCost(0.1, 0.2)), 2.0)
+    agg = agg_with_margin(AggregationCost(LinearCost(0.1, 0.2)), 2.0)
     assert agg.cost(3) == pytest.approx(2.0 * (0.1 * 3 + 0.2))
     with pytest.raises(AdabatchError, match="margin"):
         with_margin(lin, 0.9)
@@ -88,11 +93,11 @@ def test_default_sizes_halve_down_to_a_32nd() -> None:
 
 def test_load_profile_errors(tmp_path) -> None:
     with pytest.raises(AdabatchError, match="does not exist"):
-        load_profile(tmp_path / "nope.json")
+        load_cost_profile(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"query": "q6"}))
     with pytest.raises(AdabatchError, match="not a profile file"):
-        load_profile(bad)
+        load_cost_profile(bad)
 
 
 @pytest.mark.spark
@@ -107,7 +112,7 @@ def test_profile_on_spark_writes_a_file_the_spec_loader_reads(tmp_path, capsys) 
     argv += ["--slots", "8", "--rate", "4", "--sizes", "8,4,2", "--out", str(out)]
     assert main(argv) == 0
     capsys.readouterr()
-    profile = load_profile(out / "cq3.json")
+    profile = load_cost_profile(out / "cq3.json")
     # the one-batch run (D) repeats at the start, middle and end of the sweep
     assert [p.batches for p in profile.sweep] == [1, 2, 1, 4, 1]
     assert [sum(p.tuples) for p in profile.sweep] == [profile.total] * 5

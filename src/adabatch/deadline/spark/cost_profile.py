@@ -13,7 +13,7 @@ slots, then the final aggregation combines the partials. Each sweep step yields
 - the total cost of processing the window in that many batches (Fig. 4).
 
 The fitted :class:`~adabatch.deadline.core.cost.PiecewiseLinearCost` and
-:class:`~adabatch.deadline.core.cost.AggCostModel` are written as the JSON file the spec loader
+:class:`~adabatch.deadline.core.cost.AggregationCost` are written as the JSON file the spec loader
 reads (``cost: path/to/profile.json``): ``{"cost": {...}, "agg_cost": {...}, ...}``.
 """
 
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adabatch.deadline.core.cost import (
-    AggCostModel,
-    CostModel,
+    AggregationCost,
     LinearCost,
     MonotoneCost,
     PiecewiseLinearCost,
+    QueryCost,
     agg_cost_from_json,
     cost_from_json,
 )
@@ -82,7 +82,7 @@ class SweepPoint:
 
 
 @dataclass(frozen=True)
-class Profile:
+class CostProfile:
     """A query's measured sweep and the models fitted to it."""
 
     query: str
@@ -92,7 +92,7 @@ class Profile:
     total: int
     sweep: tuple[SweepPoint, ...]
     cost: PiecewiseLinearCost
-    agg_cost: AggCostModel
+    agg_cost: AggregationCost
     small: tuple[tuple[int, float], ...] = ()
 
     @property
@@ -122,8 +122,8 @@ class Profile:
         return write_atomic(path, (json.dumps(self.to_json(), indent=1) + "\n").encode("utf-8"))
 
 
-def load_profile(path: str | Path) -> Profile:
-    """Read a profile JSON written by :meth:`Profile.save`."""
+def load_cost_profile(path: str | Path) -> CostProfile:
+    """Read a profile JSON written by :meth:`CostProfile.save`."""
     path = Path(path)
     if not path.is_file():
         msg = f"profile file {str(path)!r} does not exist: run `adabatch deadline profile`"
@@ -133,17 +133,18 @@ def load_profile(path: str | Path) -> Profile:
     except json.JSONDecodeError as exc:
         msg = f"{path} is not a profile file ({exc!r}): rerun `adabatch deadline profile`"
         raise AdabatchError(msg) from None
-    return profile_from_json(data, str(path))
+    return cost_profile_from_json(data, str(path))
 
 
-def profile_from_json(data: Any, where: str = "profile") -> Profile:
-    """The :class:`Profile` of :meth:`Profile.to_json` output (``where`` names it in errors)."""
+def cost_profile_from_json(data: Any, where: str = "profile") -> CostProfile:
+    """The :class:`CostProfile` of :meth:`CostProfile.to_json` output (``where`` names it
+    in errors)."""
     try:
         cost = cost_from_json(data["cost"])
         if not isinstance(cost, PiecewiseLinearCost):
             msg = f"{where}: cost kind {data['cost'].get('kind')!r}: allowed piecewise"
             raise AdabatchError(msg)
-        return Profile(
+        return CostProfile(
             query=str(data["query"]),
             primary=str(data["primary"]),
             scale_factor=float(data["scale_factor"]),
@@ -187,7 +188,7 @@ def fit_models(
     sweep: Sequence[SweepPoint],
     segments: int = 2,
     small: Sequence[tuple[int, float]] = (),
-) -> tuple[PiecewiseLinearCost, AggCostModel]:
+) -> tuple[PiecewiseLinearCost, AggregationCost]:
     """Fit the batch cost (median seconds at each batch size, in tuples; ``small`` adds
     ``(tuples, seconds)`` samples of one-slot batches that anchor the per-batch overhead)
     and the final aggregation cost (seconds versus number of batches, sweeps of > 1 batch).
@@ -219,17 +220,17 @@ def fit_models(
     cost = PiecewiseLinearCost(tuple(points))
     multi = [(p.batches, p.final_seconds) for p in sweep if p.batches > 1]
     if len({b for b, _ in multi}) >= 2:
-        agg = AggCostModel.fit([b for b, _ in multi], [s for _, s in multi], segments=1)
+        agg = AggregationCost.fit([b for b, _ in multi], [s for _, s in multi], segments=1)
     elif multi:
         # one measured point: a constant cost (a tiny slope keeps the model rising)
         seconds = max(s for _, s in multi)
-        agg = AggCostModel(PiecewiseLinearCost(((0.0, seconds), (1e6, seconds + 1e-3))))
+        agg = AggregationCost(PiecewiseLinearCost(((0.0, seconds), (1e6, seconds + 1e-3))))
     else:
-        agg = AggCostModel()
+        agg = AggregationCost()
     return cost, agg
 
 
-def refit(profile: Profile, segments: int = 2) -> Profile:
+def refit(profile: CostProfile, segments: int = 2) -> CostProfile:
     """``profile`` with its models fitted again to its own measurements by this code (a
     resumed bench keeps measurements, not the models an earlier version fitted)."""
     cost, agg = fit_models(profile.sweep, segments, profile.small)
@@ -249,7 +250,7 @@ def profile_query(
     single_repeats: int = 3,
     on_point: Callable[[SweepPoint], None] | None = None,
     on_job: Callable[[SparkJob], None] | None = None,
-) -> Profile:
+) -> CostProfile:
     """Measure ``query`` on Spark at each batch size in ``sizes`` (slots; default
     :func:`default_sizes`) and fit its cost models (see the module docstring).
 
@@ -298,7 +299,7 @@ def profile_query(
         )
         small = [(j.tuples, j.seconds) for j in jobs]
     cost, agg = fit_models(sweep, segments, small)
-    return Profile(
+    return CostProfile(
         query=qdef.name,
         primary=qdef.primary,
         scale_factor=manifest.scale_factor,
@@ -311,7 +312,7 @@ def profile_query(
     )
 
 
-def with_margin(model: CostModel, factor: float) -> CostModel:
+def with_margin(model: QueryCost, factor: float) -> QueryCost:
     """``model`` with every cost multiplied by ``factor`` (planning slack for the noise
     of measured batch times; ``factor = 1`` returns ``model``)."""
     if not (math.isfinite(factor) and factor >= 1.0):
@@ -328,7 +329,7 @@ def with_margin(model: CostModel, factor: float) -> CostModel:
     return MonotoneCost(fn=lambda n: factor * model.cost(int(n)))
 
 
-def agg_with_margin(agg: AggCostModel, factor: float) -> AggCostModel:
+def agg_with_margin(agg: AggregationCost, factor: float) -> AggregationCost:
     """The final-aggregation model with its costs multiplied by ``factor``."""
     model = None if agg.model is None else with_margin(agg.model, factor)
-    return AggCostModel(model, agg.per_group * factor, agg.groups)
+    return AggregationCost(model, agg.per_group * factor, agg.groups)
