@@ -26,7 +26,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 test: lint
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow" -q --durations=25
 
 # no Spark, no services, no fuzz suite: the fast loop while editing
 test-unit: setup
