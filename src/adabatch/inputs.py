@@ -4,9 +4,11 @@ says what it is instead (missing, a directory, a FIFO, too large, not UTF-8)."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from adabatch.errors import AdabatchError, shown
 
@@ -44,6 +46,23 @@ def read_text_file(path: str | Path, what: str, limit: int) -> str:
             f"{what} {name} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
             f"{exc.start}): allowed a UTF-8 file"
         )
+        raise AdabatchError(msg) from None
+
+
+JSON_LIMIT = 64 * 1024 * 1024
+"""Largest JSON file a user may name (calibrations, cost profiles, results)."""
+
+
+def read_json_file(path: str | Path, what: str, hint: str = "", limit: int = JSON_LIMIT) -> Any:
+    """The parsed content of a JSON file a user named; a file :func:`read_text_file`
+    refuses, or text that is not JSON, is one line naming ``what``, the path and ``hint``
+    (what to do about it)."""
+    text = read_text_file(path, what, limit)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        tail = f": {hint}" if hint else ""
+        msg = f"{what} {shown(str(path))} is not valid JSON ({exc.msg}, line {exc.lineno}){tail}"
         raise AdabatchError(msg) from None
 
 

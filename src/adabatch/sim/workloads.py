@@ -37,7 +37,6 @@ parameter can be overridden (``--model k=v``) or loaded from a calibration JSON 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from adabatch.errors import AdabatchError
+from adabatch.inputs import read_json_file
 from adabatch.params import Param
 from adabatch.profiles import parse_duration
 
@@ -247,14 +247,7 @@ class CostModel:
         """The model with parameters from a calibration JSON file (format in the module
         docstring); a ``workload`` entry, if present, must name this workload."""
         path = Path(path)
-        if not path.is_file():
-            msg = f"calibration file {str(path)!r} does not exist"
-            raise AdabatchError(msg)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            msg = f"calibration file {str(path)!r} is not valid JSON: {exc.msg}"
-            raise AdabatchError(msg) from None
+        data = read_json_file(path, "calibration file", "write one with `adabatch bench calibrate`")
         if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
             msg = f"calibration file {str(path)!r} needs an object with a 'params' object"
             raise AdabatchError(msg)
