@@ -7,23 +7,33 @@
                      ▲                               │
                      └─────── controller ◀── report ─┘
 
-:class:`BatchCutter` is pure: it reads no clock and does no I/O. The Spark reader calls
-:meth:`BatchCutter.poll` with the stream time of each ``latestOffset`` call; the cutter
+:class:`BatchCutter` is pure: it reads no clock and does no I/O, so one model serves two
+drivers. The Spark reader (:mod:`adabatch.streaming.runtime`) calls :meth:`BatchCutter.poll`
+with the wall-clock stream time of each ``latestOffset`` call; the simulator
+(:mod:`adabatch.sim.engine`) calls the same steps at the instants of its events on a virtual
+clock. A poll
 
-1. cuts every batch whose cut time has come (``plan(t)`` at each cut ``t``, the next cut at
-   ``t + plan.interval_s``; with ``plan.max_records`` only that many of the waiting records
-   enter the batch, the rest stay for later batches — admission control, nothing dropped);
+1. cuts every batch whose cut time has come before ``now`` (``plan(t)`` at each cut ``t``,
+   the next cut at ``t + plan.interval_s``; with ``plan.max_records`` only that many of the
+   waiting records enter the batch, the rest stay for later batches — admission control,
+   nothing dropped);
 2. completes the batch handed out at the previous call: Spark runs one micro-batch at a
    time and calls ``latestOffset`` again only after it has finished (measured on PySpark
    4.3: ``commit(end)`` arrives one batch late, after the next ``latestOffset``), so the
    processing time is the time from hand-out to this call, and the queue delay is the time
    from the cut to the hand-out (ARCHITECTURE.md). The controller observes the report;
-3. hands out the next batch: the head of the queue (``fifo``, the papers' model) or all
+3. cuts a batch due at exactly ``now``: a batch that finishes at the instant of a cut is
+   observed first, so the controller plans the next interval knowing it (ties resolve as
+   in the simulator's event heap);
+4. hands out the next batch: the head of the queue (``fifo``, the papers' model) or all
    waiting batches merged into one (``coalesce``), limited by Spark's ``ReadLimit``.
 
 Without a controller (``spark-default``) a batch is cut at every call that finds Spark
 idle and new records arrived: everything that has arrived goes into the next micro-batch,
 so Spark's trigger alone decides the batches, as in a plain Structured Streaming query.
+
+``stop_at`` ends the stream: no batch is cut or handed out after it (a simulation's
+duration; Spark runs until the query stops).
 """
 
 from __future__ import annotations
@@ -90,7 +100,10 @@ class Poll:
 
 def merge(batches: list[CutBatch]) -> CutBatch:
     """Consecutive cut batches as one: all their records, the span of their intervals,
-    the last cut's time and blocks."""
+    the last cut's time and blocks. One batch stays as it was cut (its planned interval,
+    not one recomputed from the cut times)."""
+    if len(batches) == 1:
+        return batches[0]
     first, last = batches[0], batches[-1]
     return CutBatch(
         seq=last.seq,
@@ -112,13 +125,16 @@ class BatchCutter:
     controller
         The controller to run, or ``None`` for ``spark-default``.
     available
-        Records arrived by a stream time (the source's ``available``).
+        Records arrived by a stream time (the source's ``available``); called at each cut
+        time, in increasing order.
     queue
         ``fifo`` or ``coalesce``.
     blocks
         Blocks per batch in ``spark-default`` mode.
     start_at
         Stream time at which the first interval starts.
+    stop_at
+        Stream time after which no batch is cut or handed out.
     """
 
     def __init__(
@@ -129,6 +145,7 @@ class BatchCutter:
         queue: str = "fifo",
         blocks: int = 2,
         start_at: float = 0.0,
+        stop_at: float = math.inf,
     ) -> None:
         if queue not in QUEUE_MODES:
             msg = f"queue = {queue!r}: allowed {', '.join(QUEUE_MODES)}"
@@ -137,6 +154,7 @@ class BatchCutter:
         self.available = available
         self.queue_mode = queue
         self.blocks = blocks
+        self.stop_at = stop_at
         self.next_offset = 0  # first record not yet in a cut batch
         self.next_seq = 0
         self.handed_count = 0  # batch ids of handed-out batches
@@ -148,73 +166,67 @@ class BatchCutter:
         self.plan_start = start_at
         self.plan: BatchPlan | None = None  # the plan of the interval starting at plan_start
 
-    # -- the three steps of a poll -------------------------------------------------------
+    # -- one latestOffset call -------------------------------------------------------------
 
     def poll(self, now: float, limit: Limit = NO_LIMIT) -> Poll:
         """One ``latestOffset`` call at stream time ``now`` (see the module docstring)."""
-        changed = self._cut_due(now)
+        changed = bool(self.cut_due(now, before=True))
         report = None
         report_batch = None
         queue_len = 0
         if self.in_flight is not None:
             report_batch = self.in_flight
-            report = self._complete(now)
+            report = self.complete(now)
             queue_len = len(self.queue)
             changed = True
+        changed = bool(self.cut_due(now)) or changed
         if self.controller is None and self.in_flight is None and not self.queue:
             changed = self._cut_idle(now) or changed
-        handed = self._hand_out(now, limit)
+        handed = self.hand_out(now, limit)
         return Poll(report, report_batch, queue_len, handed, changed or handed is not None)
 
-    def _cut_due(self, now: float) -> bool:
+    # -- the steps of a poll, which the simulator calls at its events ----------------------
+
+    def next_cut_at(self) -> float:
+        """Stream time of the next cut (``math.inf``: none by ``stop_at``, or no controller).
+
+        Asks the controller for the plan of the current interval if it has none yet."""
         if self.controller is None:
-            return False
+            return math.inf
         if self.plan is None:
             self.plan = self.controller.plan(self.plan_start)
-        cuts = 0
-        while self.plan_start + self.plan.interval_s <= now:
-            cut_at = self.plan_start + self.plan.interval_s
-            self._cut(cut_at, self.plan.interval_s, self.plan.blocks, self.plan.max_records)
+        cut_at = self.plan_start + self.plan.interval_s
+        return cut_at if cut_at <= self.stop_at else math.inf
+
+    def cut_due(self, now: float, *, before: bool = False) -> list[CutBatch]:
+        """Cut every batch due by ``now`` (strictly before it with ``before``), asking the
+        controller for the next plan at each cut; return the batches cut."""
+        cut: list[CutBatch] = []
+        while True:
+            cut_at = self.next_cut_at()
+            if cut_at > now or (before and cut_at == now):
+                return cut
+            assert self.plan is not None
+            cut.append(
+                self._cut(cut_at, self.plan.interval_s, self.plan.blocks, self.plan.max_records)
+            )
             self.plan_start = cut_at
-            self.plan = self.controller.plan(cut_at)
-            cuts += 1
-            if cuts > MAX_CUTS_PER_POLL:
+            self.plan = self.controller.plan(cut_at)  # type: ignore[union-attr]
+            if len(cut) > MAX_CUTS_PER_POLL:
                 msg = (
                     f"more than {MAX_CUTS_PER_POLL} batches fell due at once (interval "
                     f"{self.plan.interval_s:g} s); the controller's interval is too small"
                 )
                 raise AdabatchError(msg)
-        return cuts > 0
 
-    def _cut(self, cut_at: float, interval_s: float, blocks: int, max_records: int | None) -> None:
-        end = max(self.available(cut_at), self.next_offset)
-        if max_records is not None:
-            end = min(end, self.next_offset + max_records)
-        self.queue.append(
-            CutBatch(
-                seq=self.next_seq,
-                start=self.next_offset,
-                end=end,
-                cut_at=cut_at,
-                interval_s=interval_s,
-                blocks=blocks,
-                max_records=max_records,
-            )
-        )
-        self.next_seq += 1
-        self.next_offset = end
-        self.last_cut_at = cut_at
-
-    def _cut_idle(self, now: float) -> bool:
-        arrived = self.available(now)
-        if arrived <= self.next_offset or now <= self.last_cut_at:
-            return False
-        self._cut(now, now - self.last_cut_at, self.blocks, None)
-        return True
-
-    def _complete(self, now: float) -> BatchReport:
+    def complete(self, now: float, block_processing_s: tuple[float, ...] = ()) -> BatchReport:
+        """The handed-out batch finished at ``now``: its report, which the controller
+        observes. ``block_processing_s``: each block's busy time, where the driver knows it
+        (the simulator's cost models; Spark's reader does not)."""
         batch, started = self.in_flight, self.started_at
-        assert batch is not None and started is not None
+        if batch is None or started is None:
+            msg = "no batch in progress to complete"
+            raise RuntimeError(msg)
         report = BatchReport(
             batch_id=self.in_flight_id,
             interval_s=batch.interval_s,
@@ -225,6 +237,7 @@ class BatchCutter:
             cut_at=batch.cut_at,
             started_at=started,
             finished_at=now,
+            block_processing_s=block_processing_s,
         )
         self.in_flight = None
         self.started_at = None
@@ -232,8 +245,10 @@ class BatchCutter:
             self.controller.observe(report)
         return report
 
-    def _hand_out(self, now: float, limit: Limit) -> CutBatch | None:
-        if not self.queue:
+    def hand_out(self, now: float, limit: Limit = NO_LIMIT) -> CutBatch | None:
+        """Start the next batch at ``now`` (see the module docstring, step 4); ``None`` if
+        one is in progress, none waits, the read limit holds it back or the stream ended."""
+        if self.in_flight is not None or not self.queue or now > self.stop_at:
             return None
         take = len(self.queue) if self.queue_mode == "coalesce" else 1
         if limit.min_rows is not None:
@@ -258,6 +273,36 @@ class BatchCutter:
         self.in_flight_id = self.handed_count
         self.handed_count += 1
         return batch
+
+    def _cut(
+        self, cut_at: float, interval_s: float, blocks: int, max_records: int | None
+    ) -> CutBatch:
+        end = max(self.available(cut_at), self.next_offset)
+        if max_records is not None:
+            end = min(end, self.next_offset + max_records)
+        batch = CutBatch(
+            seq=self.next_seq,
+            start=self.next_offset,
+            end=end,
+            cut_at=cut_at,
+            interval_s=interval_s,
+            blocks=blocks,
+            max_records=max_records,
+        )
+        self.queue.append(batch)
+        self.next_seq += 1
+        self.next_offset = end
+        self.last_cut_at = cut_at
+        return batch
+
+    def _cut_idle(self, now: float) -> bool:
+        if now > self.stop_at:
+            return False
+        arrived = self.available(now)
+        if arrived <= self.next_offset or now <= self.last_cut_at:
+            return False
+        self._cut(now, now - self.last_cut_at, self.blocks, None)
+        return True
 
     # -- restarts --------------------------------------------------------------------------
 

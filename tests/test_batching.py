@@ -1,4 +1,4 @@
-"""The batching component and batch queue without Spark: a stream clock driven by hand."""
+"""The batching component and batch queue (adabatch.batching) on a clock driven by hand."""
 
 from __future__ import annotations
 
@@ -151,3 +151,51 @@ def test_merge_keeps_the_last_plan():
     b = CutBatch(1, 10, 25, 1.5, 0.5, 4)
     m = merge([a, b])
     assert (m.start, m.end, m.blocks, m.interval_s, m.cut_at) == (0, 25, 4, 1.5, 1.5)
+
+
+def test_a_batch_finishing_at_a_cut_is_observed_before_the_plan():
+    # Spark comes back at exactly 2.0, the instant of the next cut: the controller sees the
+    # finished batch first and plans the interval from 2.0 knowing it (as the simulator does)
+    ctrl = Scripted([1.0])
+    calls = []
+    ctrl.plan = lambda now, _plan=ctrl.plan: calls.append(("plan", now)) or _plan(now)
+    ctrl.observe = lambda rep, _obs=ctrl.observe: (
+        calls.append(("observe", rep.finished_at)) or _obs(rep)
+    )
+    cutter = BatchCutter(ctrl, constant(100))
+    cutter.poll(1.0)
+    poll = cutter.poll(2.0)
+    assert calls == [("plan", 0.0), ("plan", 1.0), ("observe", 2.0), ("plan", 2.0)]
+    assert poll.queue_len == 0  # the batch cut at 2.0 was not waiting when batch 0 finished
+    assert poll.handed.cut_at == 2.0
+
+
+def test_the_stream_ends_at_stop_at():
+    cutter = BatchCutter(Scripted([1.0]), constant(100), stop_at=2.5)
+    assert cutter.poll(1.0).handed.cut_at == 1.0
+    poll = cutter.poll(2.4)  # the cut at 2.0 waited; none at 3.0
+    assert cutter.next_cut_at() == math.inf
+    assert poll.handed.cut_at == 2.0
+    cutter.cut_due(10.0)
+    assert cutter.next_seq == 2
+    # a batch that waits past the end is not handed out
+    late = BatchCutter(Scripted([1.0]), constant(100), stop_at=2.0)
+    late.poll(1.0)
+    poll = late.poll(2.2)
+    assert poll.report is not None and poll.handed is None and len(late.queue) == 1
+
+
+def test_the_steps_the_simulator_calls():
+    ctrl = Scripted([0.1, 0.2])
+    cutter = BatchCutter(ctrl, constant(100))
+    assert cutter.next_cut_at() == 0.1
+    (batch,) = cutter.cut_due(0.1)
+    assert cutter.hand_out(0.1) is batch
+    assert cutter.cut_due(0.35) != [] and cutter.hand_out(0.35) is None  # one at a time
+    report = cutter.complete(0.4, block_processing_s=(0.1, 0.2))
+    assert report.block_processing_s == (0.1, 0.2) and ctrl.reports == [report]
+    handed = cutter.hand_out(0.4)
+    # one batch keeps the interval that was planned, not one recomputed from cut times
+    assert handed.interval_s == 0.2 and handed.cut_at == 0.1 + 0.2
+    with pytest.raises(RuntimeError, match="no batch"):
+        BatchCutter(ctrl, constant(1)).complete(1.0)
