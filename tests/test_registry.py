@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from adabatch import cli
+from adabatch.control.registry import CONTROLLERS
 from adabatch.errors import AdabatchError
 from adabatch.registry import Registry
+from adabatch.sources import SOURCES
+from adabatch.workloads import WORKLOADS, get_workload
 
 
 def test_entries_import_on_use_and_keep_their_order() -> None:
@@ -32,3 +36,29 @@ def test_a_missing_module_breaks_only_its_own_name() -> None:
 def test_malformed_targets_are_refused_when_registered() -> None:
     with pytest.raises(ValueError, match="module:attribute"):
         Registry("thing", {"x": "math.pi"})
+
+
+def test_every_registry_of_the_package_names_what_it_loads() -> None:
+    for name in CONTROLLERS.names():
+        assert CONTROLLERS.get(name).name == name
+    for name in SOURCES.names():
+        assert SOURCES.get(name).name == name
+    for name in WORKLOADS.names():
+        assert get_workload(name).name == name
+    for name in cli.COMMANDS.names():
+        assert cli.COMMANDS.get(name).name == name
+
+
+def test_the_command_line_lists_the_commands_in_registry_order() -> None:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert list(sub.choices) == cli.COMMANDS.names()
+    assert cli.COMMANDS.names() == [
+        "controllers",
+        "simulate",
+        "pid-sweep",
+        "deadline",
+        "run",
+        "compare",
+        "bench",
+    ]

@@ -1,19 +1,32 @@
 """The ``adabatch`` command: parses, calls the library, prints. One module per subcommand.
 
-Each module in :mod:`adabatch.commands` defines ``NAME``, ``HELP``,
-``add_arguments(parser)`` and ``run(args) -> int``.
+Each module in :mod:`adabatch.commands` ends with its ``COMMAND``
+(:class:`~adabatch.commands.Command`: name, help, ``add_arguments(parser)`` and
+``run(args) -> int``); :data:`COMMANDS` lists them in ``adabatch --help`` order.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 
+from adabatch.commands import Command
 from adabatch.errors import MAX_SHOWN, AdabatchError, shown
+from adabatch.registry import Registry
 
-COMMANDS = ("controllers", "simulate", "pid_sweep", "deadline", "run", "compare", "bench")
+COMMANDS: Registry[Command] = Registry(
+    "command",
+    {
+        "controllers": "adabatch.commands.controllers:COMMAND",
+        "simulate": "adabatch.commands.simulate:COMMAND",
+        "pid-sweep": "adabatch.commands.pid_sweep:COMMAND",
+        "deadline": "adabatch.commands.deadline:COMMAND",
+        "run": "adabatch.commands.run:COMMAND",
+        "compare": "adabatch.commands.compare:COMMAND",
+        "bench": "adabatch.commands.bench:COMMAND",
+    },
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,11 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Spark streaming jobs that choose their own batch sizes.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module_name in COMMANDS:
-        module = importlib.import_module(f"adabatch.commands.{module_name}")
-        cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
-        module.add_arguments(cmd)
-        cmd.set_defaults(_run=module.run)
+    for name in COMMANDS.names():
+        command = COMMANDS.get(name)
+        cmd = sub.add_parser(command.name, help=command.help, description=command.help)
+        command.add_arguments(cmd)
+        cmd.set_defaults(_run=command.run)
     return parser
 
 

@@ -7,6 +7,7 @@ import pytest
 from adabatch.control import BatchPlan, BatchReport, Param, create, parse_params
 from adabatch.control.base import round_to_granularity
 from adabatch.errors import AdabatchError
+from adabatch.params import parse_values
 
 
 def test_param_range_error_names_parameter_value_and_range() -> None:
@@ -25,6 +26,36 @@ def test_param_parses_strings_numbers_and_bools() -> None:
     with pytest.raises(AdabatchError, match="not finite"):
         Param("x", 1.0, "x").parse("nan")
     assert Param("cap", None, "c", kind=int, low=1, optional=True).parse("none") is None
+
+
+def test_parse_values_fills_defaults_and_refuses_unknown_names() -> None:
+    params = (
+        Param("n", 2, "n", kind=int, low=1),
+        Param("mode", "a", "m", kind=str, choices=("a", "b")),
+    )
+    assert dict(parse_values(params, {"n": "5"}, owner="thing")) == {"n": 5, "mode": "a"}
+    with pytest.raises(
+        AdabatchError, match=r"^box 'x' has no option 'nn': allowed options are n, mode$"
+    ):
+        parse_values(params, {"nn": "1"}, owner="x", holder="box 'x'", noun="option")
+    with pytest.raises(
+        AdabatchError, match=r"^x option 'mode' = 'c' is not allowed: allowed one of a, b$"
+    ):
+        parse_values(params, {"mode": "c"}, owner="x", noun="option")
+
+
+def test_free_text_params_are_checked_by_their_parser() -> None:
+    def no_digits(text: str) -> None:
+        if any(ch.isdigit() for ch in text):
+            msg = "digits are not allowed"
+            raise AdabatchError(msg)
+
+    p = Param("label", None, "a label", kind=str, optional=True, check=no_digits)
+    assert p.parse(" abc ") == "abc" and p.parse("none") is None
+    assert p.parse("x" * 500) == "x" * 500  # free text may be long
+    with pytest.raises(AdabatchError, match=r"'label' = 'a1' is not allowed: digits are not"):
+        p.parse("a1", owner="box")
+    assert p.allowed() == "text or unset"
 
 
 def test_unknown_controller_lists_known_ones() -> None:

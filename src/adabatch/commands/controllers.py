@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from adabatch.commands import Command
 from adabatch.control import registry
 
 NAME = "controllers"
@@ -40,3 +41,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"    {p['name']:<16} default {default!s:<10} {p['allowed']:<24} {p['help']}")
         print()
     return 0
+
+
+COMMAND = Command(NAME, HELP, add_arguments, run)

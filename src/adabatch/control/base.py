@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from adabatch.errors import AdabatchError
-from adabatch.params import Param, Params
+from adabatch.params import Param, Params, parse_values
 
 Number = int | float
 
@@ -132,20 +132,7 @@ class Controller(ABC):
     @classmethod
     def validate(cls, params: Mapping[str, Any]) -> Params:
         """Parse and check ``params`` against ``PARAMS``; unknown names are errors."""
-        known = {p.name: p for p in cls.PARAMS}
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            allowed = ", ".join(known) or "none"
-            msg = (
-                f"controller {cls.name!r} has no parameter {unknown[0]!r}: "
-                f"allowed parameters are {allowed}"
-            )
-            raise AdabatchError(msg)
-        values = {}
-        for p in cls.PARAMS:
-            raw = params.get(p.name, p.default)
-            values[p.name] = p.parse(raw, owner=cls.name)
-        return Params(values)
+        return parse_values(cls.PARAMS, params, owner=cls.name, holder=f"controller {cls.name!r}")
 
     def _check(self, params: Params) -> None:
         """Cross-parameter checks (e.g. ``min_interval <= max_interval``); override."""

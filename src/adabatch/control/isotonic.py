@@ -6,25 +6,23 @@ Stream Processing System", ICAC 2016 (seeds/dybbs-isotonic-block-batch-sizing.tx
 The controller keeps the paper's two structures (§III-D):
 
 - **Stats**: one entry per (discretised rate, block interval, batch interval) holding the
-  processing time as a weighted sliding average of the batches observed with that triple;
+  processing time as a weighted sliding average of the batches observed with that triple
+  (:class:`~adabatch.control.isotonic_model.Stats`, with the isotonic fit IsoR);
 - **DR_to_BL**: the current block interval of each discretised rate.
 
 Every plan runs Algorithm 1 for the rate of the latest observed batch (the paper assumes
 the rate holds for the next interval): fit an isotonic regression of processing time on
 batch interval over the Stats entries of (rate, current block interval), take the
 smallest batch interval x with ``IsoR(x) + c < x`` (§III-B), and once that interval is
-measured stable (line 6) move the block interval (§III-C, lines 7-11).
+measured stable (line 6) move the block interval (§III-C, lines 7-11:
+:class:`~adabatch.control.isotonic_blocks.BlockSearch`).
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Mapping
-from itertools import pairwise
 from typing import Any
-
-from scipy.optimize import isotonic_regression
 
 from adabatch.control.base import (
     MAX_BLOCKS,
@@ -34,27 +32,19 @@ from adabatch.control.base import (
     BatchReport,
     Controller,
 )
+from adabatch.control.isotonic_blocks import BlockSearch
+from adabatch.control.isotonic_model import (
+    Entry,
+    Grid,
+    InFlight,
+    Key,
+    Stats,
+    blocks_for,
+    first_stable,
+    quantise,
+)
 from adabatch.errors import AdabatchError
 from adabatch.params import Param
-
-# (rate bin, block interval): the scope of one isotonic fit and one local optimum.
-_Key = tuple[int, float]
-
-# Plans remembered until reported (batches waiting in the queue or processing); more
-# than this only when the engine drops or merges batches, and then the oldest go.
-_IN_FLIGHT_KEPT = 256
-_EPS = 1e-9
-# Floor of a Stats point's weight in the isotonic fit (weights decay with age).
-_MIN_WEIGHT = 1e-12
-# A local optimum's latency is the mean of its first convergences (line 6 true), then a
-# moving average with this weight's inverse; a block-interval step is judged after this
-# many convergences: one sliding average of p is ~6 % noisy at 10 % noise per batch.
-_LATENCY_SAMPLES = 3
-
-
-def _q(value: float) -> float:
-    """Intervals as Stats keys: rounded so that k * step from any path agrees."""
-    return round(value, 6)
 
 
 class IsotonicController(Controller):
@@ -275,10 +265,9 @@ class IsotonicController(Controller):
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
         p = self.params
-        self._c, self._alpha, self._start_bl = p.c, p.alpha, _q(p.block_interval)
-        self._granularity = None if p.granularity is None else _q(p.granularity)
+        self._c, self._alpha, self._start_bl = p.c, p.alpha, quantise(p.block_interval)
         self._log_ratio = math.log1p(p.rate_ratio)
-        self._k_ranges: dict[float, tuple[int, int]] = {}
+        self._grid = Grid(p.min_interval, p.max_interval, p.granularity)
         self._reset()
 
     def _check(self, params: Any) -> None:
@@ -305,18 +294,12 @@ class IsotonicController(Controller):
                 raise AdabatchError(msg)
 
     def _reset(self) -> None:
-        # Stats: x -> [sliding average of p, samples, sequence number of its latest sample]
-        self._stats: dict[_Key, dict[float, list[float]]] = {}
-        self._seq: dict[_Key, int] = {}  # latest sequence number per key
+        self._stats = Stats(self._alpha)
         self._dr_to_bl: dict[int, float] = {}
-        # rate bin -> block interval -> (x, mean latency x + p, convergences averaged)
-        self._local_opt: dict[int, dict[float, tuple[float, float, int]]] = {}
-        self._searching: dict[int, bool] = {}
-        self._probe_from: dict[int, float] = {}  # rate bin -> block interval stepped up from
+        self._search = BlockSearch(self.params)
         self._settled: dict[int, float] = {}  # rate bin -> latest converged batch interval
-        # plans not yet reported: (interval, blocks, block interval, rate bin planned for)
-        self._in_flight: deque[tuple[float, int, float, int | None]] = deque()
-        self._fits: dict[_Key, float] = {}  # IsoR's new batch interval, until an observe
+        self._in_flight = InFlight()
+        self._fits: dict[Key, float] = {}  # IsoR's new batch interval, until an observe
         self._rate_bin: int | None = None
         self._interval: float | None = None
         self._block_interval = self._start_bl
@@ -330,35 +313,24 @@ class IsotonicController(Controller):
     def plan(self, now: float) -> BatchPlan:
         if self._rate_bin is None:
             bl = self._start_bl
-            step = self._grid(bl)
-            x = self._candidate(step, self._k_at_least(step, self.params.initial_interval))
+            x = self._grid.carry(self.params.initial_interval, bl)
             phase, converged = "slow-start", False
         else:
             bl, x, phase, converged = self._dybbs(self._rate_bin)
         blocks = self.blocks_for(x, bl)
         self._interval, self._block_interval, self._blocks = x, bl, blocks
         self._phase, self._converged = phase, converged
-        self._in_flight.append((x, blocks, bl, self._rate_bin))
-        if len(self._in_flight) > _IN_FLIGHT_KEPT:
-            self._in_flight.popleft()
+        self._in_flight.add(x, blocks, bl, self._rate_bin)
         return BatchPlan(x, blocks)
 
     def observe(self, report: BatchReport) -> None:
         self._observed += 1
         rate_bin = self.rate_bin(report.rate_rps)
         bl = self._block_interval_of(report)
-        step = self._grid(bl)
-        x = self._candidate(step, round(report.interval_s / step))
+        step = self._grid.step(bl)
+        x = self._grid.candidate(step, round(report.interval_s / step))
         key = (rate_bin, bl)
-        seq = self._seq[key] = self._seq.get(key, 0) + 1
-        table = self._stats.setdefault(key, {})
-        entry = table.get(x)
-        if entry is None:
-            table[x] = [report.processing_s, 1, seq]
-        else:
-            entry[0] = (1.0 - self._alpha) * entry[0] + self._alpha * report.processing_s
-            entry[1] += 1
-            entry[2] = seq
+        self._stats.add(key, x, report.processing_s)
         self._fits.pop(key, None)
         self._rate_bin = rate_bin
 
@@ -370,7 +342,7 @@ class IsotonicController(Controller):
         if curr_bl is None:  # a new rate: the search starts at the minimal block interval
             curr_bl = self._dr_to_bl[rate_bin] = self._start_bl
         key = (rate_bin, curr_bl)
-        table = self._stats.get(key, {})  # line 3
+        table = self._stats.table(key)  # line 3
         new_x, slow = self._isor(key, table)  # line 4
         if slow:
             return curr_bl, new_x, "slow-start", False
@@ -380,145 +352,40 @@ class IsotonicController(Controller):
             self._settled[rate_bin] = new_x
         new_bl = curr_bl  # line 13
         if converged and self.params.block_sizing:
-            new_bl = self._block_search(rate_bin, curr_bl, new_x, new_x + entry[0])
+            new_bl = self._search.step(rate_bin, curr_bl, new_x, new_x + entry[0])
         if new_bl == curr_bl:
             return curr_bl, new_x, "batch-sizing", converged
         self._dr_to_bl[rate_bin] = new_bl  # line 15
-        optima = self._local_opt[rate_bin]
-        known = optima.get(new_bl)
-        if known is not None:  # back to a known point: its own batch interval
-            optima[new_bl] = (known[0], known[1], 0)  # its next convergences count afresh
-            return new_bl, known[0], "block-sizing", converged
-        return new_bl, self._carry(new_x, new_bl), "block-sizing", converged
+        known_x = self._search.revisit(rate_bin, new_bl)
+        if known_x is not None:  # back to a known point: its own batch interval
+            return new_bl, known_x, "block-sizing", converged
+        return new_bl, self._grid.carry(new_x, new_bl), "block-sizing", converged
 
-    def _block_search(self, rate_bin: int, curr_bl: float, x: float, latency: float) -> float:
-        """Lines 7-11 with §III-C's bookkeeping of local optima; the next block interval."""
-        optima = self._local_opt.setdefault(rate_bin, {})
-        old = optima.get(curr_bl)
-        n = 1 if old is None else old[2] + 1
-        mean = latency if old is None else old[1] + (latency - old[1]) / min(n, _LATENCY_SAMPLES)
-        optima[curr_bl] = (x, mean, n)
-        if n < _LATENCY_SAMPLES:  # judge a block interval on a few convergences, not one
-            return curr_bl
-        stepped_from = self._probe_from.get(rate_bin)
-        if stepped_from is not None and stepped_from in optima:
-            # step iii: a step up converged; go on only if it lowered the latency
-            del self._probe_from[rate_bin]
-            if self._beats(optima, curr_bl, stepped_from):
-                return self._step_up(rate_bin, curr_bl, x)  # line 8 again
-            self._searching[rate_bin] = False
-            return self._best(optima, stepped_from)
-        searching = self._searching.get(rate_bin, True)
-        # a settled optimum is left only on twice the evidence: its latency is averaged
-        # afresh while the others' are as old as their last visit
-        best = self._best(optima, curr_bl, 1 if searching else 2)
-        if best == curr_bl:  # line 7
-            if searching:
-                return self._step_up(rate_bin, curr_bl, x)  # line 8
-            return curr_bl  # the global optimum: stay
-        # line 10: another local optimum beats the current one (the condition changed, or
-        # the search resumes): restart from the best sub-optimal point
-        self._searching[rate_bin] = True
-        return best
-
-    def _step_up(self, rate_bin: int, curr_bl: float, x: float) -> float:
-        """Line 8: the next block interval up, skipping those that give batch interval
-        ``x`` as many blocks as ``curr_bl`` (the same parallelism: nothing to learn); the
-        search ends when none is left."""
-        blocks = self.blocks_for(x, curr_bl)
-        step = self.params.block_step
-        # every block interval below x / (blocks - 1/2) still gives ``blocks``: start there
-        edge = x / (blocks - 0.5) if blocks > 1 else curr_bl
-        n = max(1, math.floor((edge - curr_bl) / step) - 1)
-        while True:
-            step_up = _q(curr_bl + n * step)
-            if step_up > self.params.max_interval or blocks == 1:
-                self._searching[rate_bin] = False
-                return curr_bl
-            if self.blocks_for(x, step_up) < blocks:
-                break
-            n += 1
-        self._searching[rate_bin] = True
-        self._probe_from[rate_bin] = curr_bl
-        return step_up
-
-    def _beats(
-        self, optima: Mapping[float, tuple[float, float, int]], a: float, b: float, margin: int = 1
-    ) -> bool:
-        """Block interval ``a``'s local optimum is better than ``b``'s by more than
-        ``margin`` tolerances."""
-        return optima[a][1] < optima[b][1] * (1.0 - margin * self.params.block_tolerance)
-
-    def _best(
-        self, optima: Mapping[float, tuple[float, float, int]], incumbent: float, margin: int = 1
-    ) -> float:
-        """``incumbent`` unless another block interval beats it; then the lowest latency."""
-        best = min(optima, key=lambda bl: (optima[bl][1], bl))
-        return best if self._beats(optima, best, incumbent, margin) else incumbent
-
-    def _isor(self, key: _Key, table: Mapping[float, list[float]]) -> tuple[float, bool]:
+    def _isor(self, key: Key, table: Mapping[float, Entry]) -> tuple[float, bool]:
         """IsoR of Algorithm 1 line 4: (new batch interval, whether slow start chose it)."""
         if len(table) < self.params.min_points:
             x = self._slow_start(key, table)
             if x is not None:
                 return x, True
-        return self._fit(key, table), False
+        return self._fit(key), False
 
-    def _fit(self, key: _Key, table: Mapping[float, list[float]]) -> float:
-        """The smallest grid interval with ``IsoR(x) + c < x`` over ``table`` (§III-B)."""
+    def _fit(self, key: Key) -> float:
+        """The smallest grid interval with ``IsoR(x) + c < x`` over ``key``'s Stats (§III-B)."""
         cached = self._fits.get(key)
         if cached is not None:
             return cached
-        xs = sorted(table)
-        fit = [table[x][0] for x in xs]
-        if any(a > b for a, b in pairwise(fit)):  # monotone data is its own fit
-            latest = self._seq[key]
-            decay = 1.0 - self._alpha
-            weights = [max(decay ** (latest - table[x][2]), _MIN_WEIGHT) for x in xs]
-            fit = isotonic_regression(fit, weights=weights).x.tolist()
-        step = self._grid(key[1])
-        new_x = self._candidate(step, self.first_stable(step, xs, fit))
+        xs, fit = self._stats.fit(key)
+        step = self._grid.step(key[1])
+        new_x = self._grid.candidate(step, self.first_stable(step, xs, fit))
         self._fits[key] = new_x
         return new_x
 
     def first_stable(self, step: float, xs: list[float], fit: list[float]) -> int:
-        """The smallest k with ``IsoR(k * step) + c < k * step`` among the candidates.
+        """The smallest candidate k with ``IsoR(k * step) + c < k * step``, IsoR being
+        ``fit`` at the sorted intervals ``xs`` (see :func:`~.isotonic_model.first_stable`)."""
+        return first_stable(step, xs, fit, self._c, self._k_range(step))
 
-        ``IsoR`` is ``fit`` at the sorted intervals ``xs``, linear in between and constant
-        outside (§III-B). Returns the candidate range's largest k when none satisfies it.
-        """
-        c = self._c
-        k_min, k_max = self._k_range(step)
-        n = len(xs)
-        k = k_min
-        for j in range(-1, n):  # piece j spans [xs[j], xs[j + 1]]; -1 and n - 1 are open
-            if j == -1:
-                slope, at_zero, k_end = 0.0, fit[0], math.floor(xs[0] / step + _EPS)
-            elif j == n - 1:
-                slope, at_zero, k_end = 0.0, fit[-1], k_max
-            else:
-                slope = (fit[j + 1] - fit[j]) / (xs[j + 1] - xs[j])
-                at_zero = fit[j] - slope * xs[j]
-                k_end = math.floor(xs[j + 1] / step + _EPS)
-            k_end = min(k_end, k_max)
-            if k > k_end:
-                continue
-            if slope < 1.0:  # at_zero + slope * x + c < x  <=>  x > threshold
-                threshold = (at_zero + c) / (1.0 - slope)
-                k = max(k, math.floor(threshold / step)) if threshold < k_end * step else k_end + 1
-                while k <= k_end:
-                    x = _q(k * step)
-                    if at_zero + slope * x + c < x:
-                        return k
-                    k += 1
-            else:  # steeper than the stability line: only the piece's first x can pass
-                x = _q(k * step)
-                if at_zero + slope * x + c < x:
-                    return k
-            k = k_end + 1
-        return k_max
-
-    def _slow_start(self, key: _Key, table: Mapping[float, list[float]]) -> float | None:
+    def _slow_start(self, key: Key, table: Mapping[float, Entry]) -> float | None:
         """Slow start while ``table`` holds fewer than ``min_points`` intervals; None when
         the fit should decide on what is known (see the class docstring).
 
@@ -532,21 +399,21 @@ class IsotonicController(Controller):
         else the next larger interval neither measured nor pending. x0 is :meth:`_seed`.
         """
         rate_bin, bl = key
-        step = self._grid(bl)
+        step = self._grid.step(bl)
         k_max = self._k_range(step)[1]
-        pending = {e[0] for e in self._in_flight if e[3] == rate_bin and e[2] == bl}
+        pending = self._in_flight.pending(rate_bin, bl)
         stable = any(e[0] + self._c < x for x, e in table.items())
         seed = self._seed(key) if self.params.slow_start == "double" or not stable else 0.0
         if self.params.slow_start == "double":
-            k = self._k_at_least(step, seed)
+            k = self._grid.k_at_least(step, seed)
             while k <= k_max:
-                x = _q(k * step)
+                x = quantise(k * step)
                 if x not in table and x not in pending:
                     return x
                 k *= 2
-            return None if table else self._candidate(step, k_max)
+            return None if table else self._grid.candidate(step, k_max)
         if not table:
-            return self._candidate(step, self._k_at_least(step, seed))
+            return self._grid.carry(seed, bl)
         if not stable:
             # nothing stable: grow the largest interval by twice its shortfall p + c - x
             # (the crossing of a slope-1/2 line), at most double it, at least the seed
@@ -554,17 +421,17 @@ class IsotonicController(Controller):
             shortfall = table[largest][0] + self._c - largest
             target = max(largest + 2.0 * shortfall, seed if seed > largest else 0.0)
             target = max(min(target, 2.0 * largest), largest + step)
-            return self._candidate(step, self._k_at_least(step, target))
-        choice = self._fit(key, table)
+            return self._grid.carry(target, bl)
+        choice = self._fit(key)
         if choice not in table and choice not in pending:
             return choice
         k = round(choice / step)
-        below = _q((k - 1) * step)
+        below = quantise((k - 1) * step)
         if k > self._k_range(step)[0] and below not in pending and min(table) >= choice:
             return below  # IsoR holds its value below the points: look one step down
         k += 1
         while k <= k_max:
-            x = _q(k * step)
+            x = quantise(k * step)
             if x not in table and x not in pending:
                 return x
             k += 1
@@ -579,7 +446,7 @@ class IsotonicController(Controller):
         if settled is not None:
             return settled
         bl = self._dr_to_bl.get(rate_bin)
-        table = self._stats.get((rate_bin, bl), {}) if bl is not None else {}
+        table = self._stats.table((rate_bin, bl)) if bl is not None else {}
         return min((x for x, e in table.items() if e[0] + self._c < x), default=None)
 
     def _neighbour(self, rate_bin: int) -> tuple[int, float] | None:
@@ -598,7 +465,7 @@ class IsotonicController(Controller):
                 best = (b, ref)
         return best
 
-    def _seed(self, key: _Key) -> float:
+    def _seed(self, key: Key) -> float:
         """Where slow start begins for ``key``: the rate's own converged batch interval
         (found with another block interval), else the nearest known rate's reference
         interval, scaled up by the rate ratio for a higher rate, else
@@ -606,13 +473,13 @@ class IsotonicController(Controller):
         rate_bin, bl = key
         own = self._settled.get(rate_bin)
         if own is not None:
-            return self._carry(own, bl)
+            return self._grid.carry(own, bl)
         near = self._neighbour(rate_bin)
         if near is None:
             return self.params.initial_interval
         rate, near_rate = self.bin_rate(rate_bin), self.bin_rate(near[0])
         scale = max(1.0, rate / near_rate) if near_rate > 0 else 1.0
-        return self._carry(min(near[1] * scale, self.params.max_interval), bl)
+        return self._grid.carry(min(near[1] * scale, self.params.max_interval), bl)
 
     # ----------------------------------------------------------------- helpers
 
@@ -633,62 +500,30 @@ class IsotonicController(Controller):
 
     def blocks_for(self, interval_s: float, block_interval: float) -> int:
         """Blocks of a batch: ``round(x / block interval)`` in [1, max_blocks]."""
-        k = math.floor(interval_s / block_interval + 0.5 + _EPS)
-        return min(max(1, k), self.params.max_blocks)
-
-    def _grid(self, bl: float) -> float:
-        return bl if self._granularity is None else self._granularity
+        return blocks_for(interval_s, block_interval, self.params.max_blocks)
 
     def _k_range(self, step: float) -> tuple[int, int]:
-        """Candidate batch intervals on grid ``step``: k * step, k in [k_min, k_max].
-
-        When no multiple lies in [min_interval, max_interval] the largest one at or below
-        max_interval (at least one step) is the only candidate.
-        """
-        found = self._k_ranges.get(step)
-        if found is None:
-            k_max = max(1, math.floor(self.params.max_interval / step + _EPS))
-            k_min = min(max(1, math.ceil(self.params.min_interval / step - _EPS)), k_max)
-            found = self._k_ranges[step] = (k_min, k_max)
-        return found
-
-    def _candidate(self, step: float, k: int) -> float:
-        """The batch interval ``k * step`` with k limited to the candidate range."""
-        k_min, k_max = self._k_range(step)
-        return _q(min(max(k, k_min), k_max) * step)
-
-    def _k_at_least(self, step: float, x: float) -> int:
-        """The k of the smallest grid interval at or above ``x``, within the range."""
-        k_min, k_max = self._k_range(step)
-        return min(max(math.ceil(x / step - _EPS), k_min), k_max)
-
-    def _carry(self, x: float, bl: float) -> float:
-        """Batch interval ``x`` on block interval ``bl``'s grid, rounded up."""
-        step = self._grid(bl)
-        return self._candidate(step, self._k_at_least(step, x))
+        """Candidate batch intervals on grid ``step``: k * step, k in [k_min, k_max]."""
+        return self._grid.k_range(step)
 
     def _block_interval_of(self, report: BatchReport) -> float:
         """The block interval a report's batch was planned with.
 
-        The oldest unreported plan with the report's interval and blocks (reports arrive
-        in plan order; older unmatched plans were dropped or merged by the engine);
-        otherwise interval / blocks, snapped to the block intervals the search can reach
+        The oldest unreported plan with the report's interval and blocks; otherwise
+        interval / blocks, snapped to the block intervals the search can reach
         (``block_interval + n * block_step``, n >= 0).
         """
-        x = _q(report.interval_s)
-        for i, entry in enumerate(self._in_flight):
-            if entry[0] == x and entry[1] == report.blocks:
-                for _ in range(i + 1):
-                    self._in_flight.popleft()
-                return entry[2]
+        planned = self._in_flight.take(quantise(report.interval_s), report.blocks)
+        if planned is not None:
+            return planned
         if not self.params.block_sizing:
             return self._start_bl
         step = self.params.block_step
         n = max(0, round((report.interval_s / max(report.blocks, 1) - self._start_bl) / step))
-        bl = _q(self._start_bl + n * step)
+        bl = quantise(self._start_bl + n * step)
         while bl > self.params.max_interval and n > 0:
             n -= 1
-            bl = _q(self._start_bl + n * step)
+            bl = quantise(self._start_bl + n * step)
         return bl
 
     # ----------------------------------------------------------------- state
@@ -704,27 +539,17 @@ class IsotonicController(Controller):
             "rate_bin": self._rate_bin,
             "rate_bin_rps": rate,
             "observed": self._observed,
-            "stats_entries": sum(len(t) for t in self._stats.values()),
+            "stats_entries": self._stats.entries(),
         }
 
     def state(self) -> dict[str, Any]:
         return {
             **self._summary(),
-            "stats": {
-                f"{rb}|{bl!r}|{x!r}": [p, n, seq]
-                for (rb, bl), table in self._stats.items()
-                for x, (p, n, seq) in table.items()
-            },
+            "stats": self._stats.to_json(),
             "dr_to_bl": {str(rb): bl for rb, bl in self._dr_to_bl.items()},
-            "local_optima": {
-                f"{rb}|{bl!r}": [x, lat, n]
-                for rb, optima in self._local_opt.items()
-                for bl, (x, lat, n) in optima.items()
-            },
-            "searching": {str(rb): s for rb, s in self._searching.items()},
-            "probe_from": {str(rb): bl for rb, bl in self._probe_from.items()},
+            **self._search.to_json(),
             "settled": {str(rb): x for rb, x in self._settled.items()},
-            "in_flight": [list(entry) for entry in self._in_flight],
+            "in_flight": self._in_flight.to_json(),
         }
 
     def metrics_state(self) -> dict[str, Any]:
@@ -736,30 +561,17 @@ class IsotonicController(Controller):
         """
         out = self._summary()
         if self._rate_bin is not None:
-            out["searching"] = self._searching.get(self._rate_bin, True)
+            out["searching"] = self._search.searching(self._rate_bin)
         return out
 
     def restore(self, state: Mapping[str, Any]) -> None:
         self._reset()
         try:
-            for text, (p, n, seq) in state.get("stats", {}).items():
-                rb, bl, x = text.split("|")
-                key = (int(rb), float(bl))
-                self._stats.setdefault(key, {})[float(x)] = [float(p), int(n), int(seq)]
-                self._seq[key] = max(self._seq.get(key, 0), int(seq))
+            self._stats.load(state.get("stats", {}))
             self._dr_to_bl = {int(rb): float(bl) for rb, bl in state.get("dr_to_bl", {}).items()}
-            for text, (x, lat, n) in state.get("local_optima", {}).items():
-                rb, bl = text.split("|")
-                optimum = (float(x), float(lat), int(n))
-                self._local_opt.setdefault(int(rb), {})[float(bl)] = optimum
-            self._searching = {int(rb): bool(s) for rb, s in state.get("searching", {}).items()}
-            self._probe_from = {
-                int(rb): float(bl) for rb, bl in state.get("probe_from", {}).items()
-            }
+            self._search.load(state)
             self._settled = {int(rb): float(x) for rb, x in state.get("settled", {}).items()}
-            for x, blocks, bl, rb in state.get("in_flight", []):
-                planned_for = None if rb is None else int(rb)
-                self._in_flight.append((float(x), int(blocks), float(bl), planned_for))
+            self._in_flight.load(state.get("in_flight", []))
             rate_bin = state.get("rate_bin")
             self._rate_bin = None if rate_bin is None else int(rate_bin)
             interval = state.get("interval")

@@ -2,39 +2,35 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from typing import Any
 
 from adabatch.control.base import Controller
 from adabatch.errors import AdabatchError, shown
+from adabatch.registry import Registry
 
-# name -> "module:Class"; imported lazily so a broken controller cannot break the others.
-_ENTRIES: dict[str, str] = {
-    "static": "adabatch.control.static:StaticController",
-    "fixed-point": "adabatch.control.fixed_point:FixedPointController",
-    "gradient": "adabatch.control.gradient:GradientController",
-    "binary": "adabatch.control.binary:BinaryController",
-    "isotonic": "adabatch.control.isotonic:IsotonicController",
-    "pid": "adabatch.control.pid:PIDController",
-    "adcom": "adabatch.control.adcom:AdComController",
-}
+CONTROLLERS: Registry[type[Controller]] = Registry(
+    "controller",
+    {
+        "static": "adabatch.control.static:StaticController",
+        "fixed-point": "adabatch.control.fixed_point:FixedPointController",
+        "gradient": "adabatch.control.gradient:GradientController",
+        "binary": "adabatch.control.binary:BinaryController",
+        "isotonic": "adabatch.control.isotonic:IsotonicController",
+        "pid": "adabatch.control.pid:PIDController",
+        "adcom": "adabatch.control.adcom:AdComController",
+    },
+)
 
 
 def names() -> list[str]:
     """Registered controller names, in the order ``adabatch controllers`` lists them."""
-    return list(_ENTRIES)
+    return CONTROLLERS.names()
 
 
 def controller_class(name: str) -> type[Controller]:
     """The class registered as ``name``; an :class:`AdabatchError` lists the known names."""
-    try:
-        target = _ENTRIES[name]
-    except KeyError:
-        msg = f"unknown controller {shown(name)}: allowed {', '.join(_ENTRIES)}"
-        raise AdabatchError(msg) from None
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)
+    return CONTROLLERS.get(name)
 
 
 def create(name: str, params: Mapping[str, Any] | None = None) -> Controller:

@@ -6,31 +6,25 @@ as ``name`` (the data source's ``source`` option).
 
 from __future__ import annotations
 
-import importlib
-
-from adabatch.errors import AdabatchError
+from adabatch.registry import Registry
 from adabatch.sources.base import RecordSource
 
-# name -> "module:Class", imported on demand.
-_ENTRIES = {
-    "generator": "adabatch.sources.generator:GeneratorSource",
-}
+SOURCES: Registry[type[RecordSource]] = Registry(
+    "source",
+    {
+        "generator": "adabatch.sources.generator:GeneratorSource",
+    },
+)
 
 
 def names() -> list[str]:
     """Registered source names."""
-    return list(_ENTRIES)
+    return SOURCES.names()
 
 
 def source_class(name: str) -> type[RecordSource]:
     """The source class registered as ``name``; an :class:`AdabatchError` lists the names."""
-    try:
-        target = _ENTRIES[name]
-    except (KeyError, TypeError):
-        msg = f"unknown source {name!r}: allowed {', '.join(_ENTRIES)}"
-        raise AdabatchError(msg) from None
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)
+    return SOURCES.get(name)
 
 
-__all__ = ["RecordSource", "names", "source_class"]
+__all__ = ["SOURCES", "RecordSource", "names", "source_class"]

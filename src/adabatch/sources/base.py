@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from adabatch.errors import AdabatchError
-from adabatch.params import Param
+from adabatch.params import Param, parse_values
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,31 +30,24 @@ CHUNK_RECORDS = 65_536
 class RecordSource(ABC):
     """A replayable stream of records: offsets in, Arrow record batches out.
 
-    Subclasses set ``name`` (the ``source`` option value) and ``OPTIONS`` (their options,
-    validated by :meth:`parse_options`), and implement the four methods below.
+    Subclasses set ``name`` (the ``source`` option value), ``OPTIONS`` (their options,
+    validated by :meth:`parse_options`) and ``EXAMPLE_OPTIONS`` (string options that build
+    a small working instance: the contract suite in ``tests/sources`` runs every registered
+    source with them), and implement the abstract methods below.
     """
 
     name: ClassVar[str]
     OPTIONS: ClassVar[tuple[Param, ...]] = ()
+    EXAMPLE_OPTIONS: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
-    def parse_options(cls, options: Mapping[str, str]) -> dict[str, object]:
+    def parse_options(cls, options: Mapping[str, Any]) -> dict[str, object]:
         """Validate the source's own options (strings) into typed values with defaults.
 
         Unknown names are errors listing the allowed ones.
         """
-        known = {p.name: p for p in cls.OPTIONS}
-        unknown = sorted(set(options) - set(known))
-        if unknown:
-            msg = (
-                f"{cls.name} source has no option {unknown[0]!r}: allowed "
-                f"{', '.join(known) or 'none'}"
-            )
-            raise AdabatchError(msg)
-        return {
-            p.name: p.parse(options.get(p.name, p.default), owner=f"{cls.name} source")
-            for p in cls.OPTIONS
-        }
+        owner = f"{cls.name} source"
+        return dict(parse_values(cls.OPTIONS, options, owner=owner, noun="option"))
 
     @classmethod
     @abstractmethod

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -150,23 +150,15 @@ class GeneratorSource(RecordSource):
             "is the number of keys then (overrides keys), e.g. steps:500@0,40000@40s",
             kind=str,
             optional=True,
+            check=parse_profile,
         ),
     )
-
-    @classmethod
-    def parse_options(cls, options: Mapping[str, Any]) -> dict[str, object]:
-        """As :meth:`RecordSource.parse_options`; ``keys_profile`` is a profile spec."""
-        rest = dict(options)
-        spec = rest.pop("keys_profile", None)
-        values = super().parse_options({**rest, "keys_profile": None})
-        if spec is not None and str(spec).strip().lower() not in ("", "none"):
-            try:
-                parse_profile(str(spec))
-            except AdabatchError as exc:
-                msg = f"generator source option 'keys_profile': {exc}"
-                raise AdabatchError(msg) from None
-            values["keys_profile"] = str(spec).strip()
-        return values
+    EXAMPLE_OPTIONS: ClassVar[Mapping[str, str]] = {
+        "seed": "7",
+        "keys": "50",
+        "distribution": "zipf",
+        "words_per_line": "3",
+    }
 
     def __init__(
         self,

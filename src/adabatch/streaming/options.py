@@ -18,8 +18,8 @@ from typing import Any
 from adabatch.batching import QUEUE_MODES
 from adabatch.control import registry
 from adabatch.control.base import Controller
-from adabatch.errors import AdabatchError
-from adabatch.params import Param
+from adabatch.errors import AdabatchError, shown
+from adabatch.params import Param, Params, parse_values
 from adabatch.profiles import parse_profile
 from adabatch.sources import source_class
 from adabatch.sources.base import RecordSource
@@ -29,6 +29,8 @@ PARAM_PREFIX = "param."
 
 # spark-default has no controller; its only parameter is the number of input partitions.
 SPARK_DEFAULT_PARAMS = (Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1),)
+# Who an option of the ``adabatch`` data source itself belongs to, in messages.
+OWNER = "adabatch source"
 
 READER_OPTIONS: dict[str, str] = {
     "source": "record source (generator)",
@@ -48,6 +50,13 @@ DEFAULTS = {
     "controller": "fixed-point",
     "profile": "constant:2000",
     "queue": "fifo",
+}
+
+# The options checked as values (the others name a source, controller, profile or file).
+_QUEUE = Param("queue", DEFAULTS["queue"], READER_OPTIONS["queue"], kind=str, choices=QUEUE_MODES)
+_ROWS = {
+    name: Param(name, None, READER_OPTIONS[name], kind=int, low=1)
+    for name in ("max_rows_per_batch", "min_rows_per_batch")
 }
 
 
@@ -92,8 +101,7 @@ class StreamOptions:
 
     def spark_default_blocks(self) -> int:
         """Blocks per batch in ``spark-default`` mode."""
-        values = _parse_spark_default(dict(self.params))
-        return int(values["blocks"])
+        return int(parse_spark_default(dict(self.params)).blocks)
 
     def fingerprint(self) -> dict[str, Any]:
         """What must not change between runs that share a checkpoint and state."""
@@ -123,27 +131,15 @@ class StreamOptions:
         return out
 
 
-def _parse_spark_default(params: Mapping[str, str]) -> dict[str, Any]:
-    known = {p.name: p for p in SPARK_DEFAULT_PARAMS}
-    unknown = sorted(set(params) - set(known))
-    if unknown:
-        msg = (
-            f"controller {SPARK_DEFAULT!r} has no parameter {unknown[0]!r}: "
-            f"allowed parameters are {', '.join(known)}"
-        )
-        raise AdabatchError(msg)
-    return {
-        p.name: p.parse(params.get(p.name, p.default), owner=SPARK_DEFAULT) for p in known.values()
-    }
+def parse_spark_default(params: Mapping[str, Any]) -> Params:
+    """The parameters of ``spark-default`` mode (``SPARK_DEFAULT_PARAMS``), checked."""
+    holder = f"controller {SPARK_DEFAULT!r}"
+    return parse_values(SPARK_DEFAULT_PARAMS, params, owner=SPARK_DEFAULT, holder=holder)
 
 
 def _rows(options: Mapping[str, str], name: str) -> int | None:
     raw = options.get(name)
-    if raw is None:
-        return None
-    return Param(name, None, READER_OPTIONS[name], kind=int, low=1).parse(
-        raw, owner="adabatch source"
-    )
+    return None if raw is None else _ROWS[name].parse(raw, owner=OWNER, noun="option")
 
 
 def _path(options: Mapping[str, str], name: str) -> str | None:
@@ -152,7 +148,7 @@ def _path(options: Mapping[str, str], name: str) -> str | None:
         return None
     text = str(raw).strip()
     if not text:
-        msg = f"adabatch source option {name!r} is empty: give a file path"
+        msg = f"{OWNER} option {name!r} is empty: give a file path"
         raise AdabatchError(msg)
     return text
 
@@ -171,7 +167,7 @@ def parse_options(options: Mapping[str, Any]) -> StreamOptions:
     controller = get["controller"].strip()
     params = {k[len(PARAM_PREFIX) :]: v for k, v in opts.items() if k.startswith(PARAM_PREFIX)}
     if controller == SPARK_DEFAULT:
-        _parse_spark_default(params)
+        parse_spark_default(params)
     elif controller not in registry.names():
         allowed = ", ".join([*registry.names(), SPARK_DEFAULT])
         msg = f"unknown controller {controller!r}: allowed {allowed}"
@@ -179,15 +175,10 @@ def parse_options(options: Mapping[str, Any]) -> StreamOptions:
     else:
         registry.create(controller, params)  # unknown controller or bad parameter -> error
 
-    queue = get["queue"].strip().lower()
-    if queue not in QUEUE_MODES:
-        msg = f"adabatch source option 'queue' = {get['queue']!r}: allowed {', '.join(QUEUE_MODES)}"
-        raise AdabatchError(msg)
-
-    max_rows = _rows(opts, "max_rows_per_batch")
-    min_rows = _rows(opts, "min_rows_per_batch")
+    queue = _QUEUE.parse(get["queue"].lower(), owner=OWNER, noun="option")
+    max_rows, min_rows = (_rows(opts, name) for name in _ROWS)
     if max_rows is not None and min_rows is not None:
-        msg = "adabatch source options max_rows_per_batch and min_rows_per_batch exclude each other"
+        msg = f"{OWNER} options max_rows_per_batch and min_rows_per_batch exclude each other"
         raise AdabatchError(msg)
 
     source_opts = {
@@ -197,7 +188,7 @@ def parse_options(options: Mapping[str, Any]) -> StreamOptions:
     unknown = sorted(set(source_opts) - known_source)
     if unknown:
         allowed = [*sorted([*READER_OPTIONS, *known_source]), PARAM_PREFIX + "<name>"]
-        msg = f"adabatch source has no option {unknown[0]!r}: allowed {', '.join(allowed)}"
+        msg = f"{OWNER} has no option {shown(unknown[0])}: allowed {', '.join(allowed)}"
         raise AdabatchError(msg)
     parsed = StreamOptions(
         source=source,

@@ -15,9 +15,7 @@ streaming DataFrame::
 
 from __future__ import annotations
 
-import importlib
-
-from adabatch.errors import AdabatchError
+from adabatch.registry import Registry
 from adabatch.workloads.base import (
     DEFAULT_FILTER_WORDS,
     DEFAULT_KEYS,
@@ -29,25 +27,21 @@ from adabatch.workloads.base import (
     WorkloadConfig,
 )
 
-# name -> "module:Class", imported on demand.
-_ENTRIES = {
-    "filter": "adabatch.workloads.filter:FilterWorkload",
-    "reduce": "adabatch.workloads.reduce:ReduceWorkload",
-    "join": "adabatch.workloads.join:JoinWorkload",
-    "window": "adabatch.workloads.window:WindowWorkload",
-}
-assert tuple(_ENTRIES) == WORKLOAD_NAMES
+WORKLOADS: Registry[type[BatchWorkload]] = Registry(
+    "workload",
+    {
+        "filter": "adabatch.workloads.filter:FilterWorkload",
+        "reduce": "adabatch.workloads.reduce:ReduceWorkload",
+        "join": "adabatch.workloads.join:JoinWorkload",
+        "window": "adabatch.workloads.window:WindowWorkload",
+    },
+)
+assert tuple(WORKLOADS.names()) == WORKLOAD_NAMES
 
 
 def get_workload(name: str) -> BatchWorkload:
     """The workload called ``name``; an :class:`AdabatchError` lists the known names."""
-    try:
-        target = _ENTRIES[name]
-    except (KeyError, TypeError):
-        msg = f"unknown workload {name!r}: allowed {', '.join(WORKLOAD_NAMES)}"
-        raise AdabatchError(msg) from None
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    return WORKLOADS.get(name)()
 
 
 __all__ = [
@@ -55,6 +49,7 @@ __all__ = [
     "DEFAULT_KEYS",
     "DEFAULT_WINDOW_S",
     "SOURCE_COLUMNS",
+    "WORKLOADS",
     "WORKLOAD_NAMES",
     "BatchWorkload",
     "Workload",
