@@ -3,15 +3,26 @@ a short real run writes metrics, summary with cost, and the timeline; helpers ar
 
 from __future__ import annotations
 
+import io
 import json
+import math
 
 import pytest
 
 from adabatch.cli import main
 from adabatch.errors import AdabatchError
-from adabatch.metrics import BatchRecord, read_jsonl
+from adabatch.metrics import BatchRecord, read_jsonl, summarize
+from adabatch.report.progress import ProgressLine
+from adabatch.report.text import fmt, fmt_ratio, fmt_value
 from adabatch.runs.compare import split_params, tabulate
-from adabatch.runs.spark_job import batch_records, parse_trigger, query_error, spark_durations
+from adabatch.runs.spark_job import (
+    Progress,
+    SparkProgress,
+    batch_records,
+    parse_trigger,
+    query_error,
+    spark_durations,
+)
 
 BASE = ["--profile", "constant:200", "--duration", "20s", "--master", "local[2]"]
 
@@ -91,10 +102,10 @@ def test_compare_needs_two_controllers_and_routes_parameters(capsys, tmp_path):
 
 
 def test_tabulate_ratios_to_the_best_stable_run():
+    empty = summarize([], controller="x", workload="reduce", profile="constant:1", duration_s=1.0)
     runs = [
-        {"stable": True, "mean_latency_s": 2.0, "cpu_s_per_million_records": 100.0},
-        {"stable": False, "mean_latency_s": 1.0, "cpu_s_per_million_records": 50.0},
-        {"stable": True, "mean_latency_s": 3.0, "cpu_s_per_million_records": 80.0},
+        empty.with_values(stable=s, mean_latency_s=lat, cpu_s_per_million_records=cpu)
+        for s, lat, cpu in [(True, 2.0, 100.0), (False, 1.0, 50.0), (True, 3.0, 80.0)]
     ]
     table = tabulate(["a", "b", "c"], runs)
     assert table.best == "a"  # b is faster but unstable
@@ -238,3 +249,52 @@ def test_compare_two_controllers_prints_ratios_and_one_plot(tmp_path, capsys):
         assert summary["controller"] == name and summary["batches"] >= 1
     static = read_jsonl(tmp_path / "static" / "metrics.jsonl")
     assert all(r.interval_s == pytest.approx(1.0) and r.blocks == 2 for r in static)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_spark_progress_rewrites_a_terminal_line_and_throttles_a_log():
+    rec = BatchRecord(0, 1.0, 2, 100, 0.4, 0.1, 1.0, 1.1, 1.5, 1.5, 1.0, 100.0)
+    reports = [Progress(None, 60.0, None, 0, 0, 0)] + [
+        Progress(t, 60.0, rec, i, 100 * i, 1) for i, t in enumerate([1.0, 3.0, 6.5, 7.0], 1)
+    ]
+    log = io.StringIO()
+    with SparkProgress(log) as line:
+        for p in reports:
+            line(p)
+    lines = log.getvalue().splitlines()
+    assert lines[0] == "starting Spark and the query ..."
+    assert len(lines) == 2 and lines[1].startswith("t    6.5/60s  batches    3")
+    assert "interval  1.00s  proc  0.40s  queue  0.10s (1)  latency  1.50s  blocks 2" in lines[1]
+    tty = Terminal()
+    with SparkProgress(tty) as line:
+        for p in reports:
+            line(p)
+    text = tty.getvalue()
+    assert text.count("\r") == len(reports) and text.endswith("\n") and text.count("\n") == 1
+    assert "\rt    1.0/60s" in text
+    first = text.split("\r")[1]
+    assert first == "starting Spark and the query ..."  # padded only over a longer line
+
+
+def test_progress_line_waits_and_throttles_on_the_wall_clock():
+    now = [0.0]
+    log = io.StringIO()
+    line = ProgressLine(log, every_s=10.0, after_s=3.0, clock=lambda: now[0])
+    for t in (1.0, 3.0, 8.0, 13.0, 14.0):
+        now[0] = t
+        line.show(f"at {t:g}")
+    line.end()
+    assert log.getvalue() == "at 3\nat 13\n"
+
+
+def test_number_formats():
+    assert [fmt(v) for v in (None, math.nan, True, False, 1.23456, 1234.5, math.inf, 7)] == [
+        "-", "-", "yes", "NO", "1.235", "1234", "inf", "7"
+    ]  # fmt: skip
+    assert fmt(1234.5, compact=False) == "1234.500" and fmt(0.5, 2) == "0.50"
+    assert fmt_ratio(1.234) == "1.23x" and fmt_ratio(math.nan) == "-"
+    assert fmt_value(math.nan, "{:.3f}") == "-" and fmt_value(2, "{:d}") == "2"

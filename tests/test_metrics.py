@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -12,12 +13,40 @@ from adabatch.metrics import (
     REQUIRED_SUMMARY_FIELDS,
     BatchRecord,
     MetricsWriter,
+    RunSummary,
     busy_fraction,
     is_stable,
     read_jsonl,
     summarize,
     write_summary,
 )
+
+# The keys of summary.json in their order: summarize's own, then what callers add.
+SUMMARY_KEYS = [
+    "controller",
+    "workload",
+    "profile",
+    "duration_s",
+    "batches",
+    "records",
+    "mean_interval_s",
+    "cv_interval",
+    "mean_blocks",
+    "mean_processing_s",
+    "mean_queue_delay_s",
+    "max_queue_delay_s",
+    "mean_latency_s",
+    "p95_latency_s",
+    "mean_record_latency_s",
+    "p95_record_latency_s",
+    "throughput_rps",
+    "overloaded_fraction",
+    "busy_fraction",
+    "final_queue_len",
+    "queue_slope",
+    "stable",
+    "skip_s",
+]
 
 
 def run(interval: float, processing: float, n: int) -> list[BatchRecord]:
@@ -74,7 +103,7 @@ def test_too_few_finished_batches_cannot_be_called_stable() -> None:
         duration_s=60.0,
         final_queue_len=59,
     )
-    assert s["stable"] is False
+    assert s.stable is False
 
 
 def test_a_stopped_run_whose_last_batches_all_ran_over_is_unstable() -> None:
@@ -96,12 +125,12 @@ def test_summary_has_the_contract_fields_and_right_means(tmp_path) -> None:
         recs, controller="static", workload="reduce", profile="constant:100", duration_s=100.0
     )
     for key in REQUIRED_SUMMARY_FIELDS:
-        assert key in s
-    assert s["mean_latency_s"] == pytest.approx(1.6)
-    assert s["mean_record_latency_s"] == pytest.approx(1.1)
-    assert s["throughput_rps"] == pytest.approx(100.0)
-    assert s["busy_fraction"] == pytest.approx(0.6, rel=0.01)
-    assert s["stable"] is True
+        assert key in s.to_json()
+    assert s.mean_latency_s == pytest.approx(1.6)
+    assert s.mean_record_latency_s == pytest.approx(1.1)
+    assert s.throughput_rps == pytest.approx(100.0)
+    assert s.busy_fraction == pytest.approx(0.6, rel=0.01)
+    assert s.stable is True
     write_summary(tmp_path / "summary.json", s)
     assert json.loads((tmp_path / "summary.json").read_text())["batches"] == 100
 
@@ -119,3 +148,47 @@ def test_jsonl_round_trip_and_missing_file(tmp_path) -> None:
     assert read_jsonl(tmp_path / "m" / "metrics.jsonl") == recs
     with pytest.raises(AdabatchError, match="does not exist"):
         read_jsonl(tmp_path / "nope.jsonl")
+
+
+def summary(**extra) -> RunSummary:
+    return summarize(
+        run(1.0, 0.6, 30),
+        controller="static",
+        workload="reduce",
+        profile="constant:100",
+        duration_s=30.0,
+        skip_s=5.0,
+        extra=extra,
+    )
+
+
+def test_summary_json_has_exactly_the_keys_of_summary_json_in_order() -> None:
+    s = summary(mode="simulated", seed=3, model={"sigma": 0.1})
+    assert list(s.to_json()) == [*SUMMARY_KEYS, "mode", "seed", "model"]
+    assert s.to_json()["model"] == {"sigma": 0.1} and s.extra["seed"] == 3
+    assert list(summary().to_json()) == SUMMARY_KEYS
+
+
+def test_an_extra_key_that_names_a_field_sets_it_in_place() -> None:
+    s = summary(mode="simulated", stable=False)  # a diverged simulation
+    assert s.stable is False and "stable" not in s.extra
+    assert list(s.to_json()) == [*SUMMARY_KEYS, "mode"]
+
+
+def test_summary_round_trips_through_json(tmp_path) -> None:
+    s = summary(mode="spark", cpu_s=1.5, controller_params={"rho": 0.7})
+    assert RunSummary.from_json(s.to_json()) == s
+    write_summary(tmp_path / "summary.json", s)
+    assert RunSummary.from_json(json.loads((tmp_path / "summary.json").read_text())) == s
+
+
+def test_summary_from_a_file_with_nulls_and_unknown_keys(tmp_path) -> None:
+    s = summarize([], controller="static", workload="reduce", profile="constant:1", duration_s=0.0)
+    write_summary(tmp_path / "summary.json", s.with_values(source="files"))
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert data["mean_latency_s"] is None and "mean_latency_s" in data["nonfinite_fields"]
+    back = RunSummary.from_json(data)
+    assert math.isnan(back.mean_latency_s) and back.extra == {"source": "files"}
+    assert back.get("source") == "files" and back.get("nosuch") is None
+    with pytest.raises(AdabatchError, match="stable"):
+        RunSummary.from_json({k: v for k, v in data.items() if k != "stable"})

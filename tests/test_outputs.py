@@ -151,7 +151,7 @@ def test_json_outputs_have_no_infinity_and_the_summary_notes_them(tmp_path: Path
         replace(r, controller_state={"gain": math.inf, "rate": -math.inf, "ok": 1.0})
         for r in result.records
     )
-    summary = {**result.summary, "mean_latency_s": math.inf, "model": {"sigma": math.nan}}
+    summary = result.summary.with_values(mean_latency_s=math.inf, model={"sigma": math.nan})
     paths = write_run(tmp_path / "o", type(result)(records, summary))
     for p in (paths["metrics"], paths["summary"]):
         text = p.read_text()
@@ -218,7 +218,7 @@ def test_tpch_landing_refuses_an_unmarked_staging_dir(tmp_path: Path) -> None:
 
 
 def test_deadline_publish_refuses_siblings_it_did_not_make(tmp_path: Path) -> None:
-    from adabatch.bench.experiments.deadline import _publish
+    from adabatch.bench.experiments.deadline import publish as _publish
 
     out, docs = tmp_path / "out", tmp_path / "docs"
     out.mkdir()

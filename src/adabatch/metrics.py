@@ -1,9 +1,10 @@
 """Per-batch metrics and run summaries, shared by the simulator and the Spark path.
 
 One :class:`BatchRecord` per finished batch, written as one JSON object per line to
-``metrics.jsonl``; :func:`summarize` turns a list of them into ``summary.json``. Both the
-simulator and the Spark data source write these records, so one summary and one plot serve
-both (ARCHITECTURE.md, "Measuring").
+``metrics.jsonl``; :func:`summarize` turns a list of them into a :class:`RunSummary`,
+written as ``summary.json`` (:meth:`RunSummary.to_json`, read back with
+:meth:`RunSummary.from_json`). Both the simulator and the Spark data source write these
+records, so one summary and one plot serve both (ARCHITECTURE.md, "Measuring").
 
 Latency definitions (never mixed in one table):
 - batch latency ``latency_s = interval_s + queue_delay_s + processing_s`` (the papers');
@@ -15,8 +16,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -41,45 +42,6 @@ REQUIRED_SUMMARY_FIELDS = (
     "throughput_rps",
     "stable",
 )
-
-
-# How a summary is shown (simulate and run print the same table); rows whose key a
-# summary lacks (cost for simulations, "diverged" for Spark runs) are left out.
-SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("batches", "batches", "{:d}"),
-    ("records", "records", "{:d}"),
-    ("mean_interval_s", "mean interval (s)", "{:.3f}"),
-    ("cv_interval", "interval CV", "{:.3f}"),
-    ("mean_blocks", "mean blocks", "{:.2f}"),
-    ("mean_processing_s", "mean processing (s)", "{:.3f}"),
-    ("mean_queue_delay_s", "mean queue delay (s)", "{:.3f}"),
-    ("max_queue_delay_s", "max queue delay (s)", "{:.3f}"),
-    ("mean_latency_s", "mean batch latency x+q+p (s)", "{:.3f}"),
-    ("p95_latency_s", "p95 batch latency (s)", "{:.3f}"),
-    ("mean_record_latency_s", "mean record latency (s)", "{:.3f}"),
-    ("throughput_rps", "throughput (records/s)", "{:.1f}"),
-    ("busy_fraction", "busy fraction", "{:.3f}"),
-    ("cpu_s_per_million_records", "CPU s per million records", "{:.1f}"),
-    ("cpu_cores_used", "CPU cores used", "{:.2f}"),
-    ("overloaded_fraction", "batches with p > x", "{:.3f}"),
-    ("final_queue_len", "final queue (batches)", "{:d}"),
-    ("stable", "stable", "{}"),
-    ("diverged", "diverged (stopped early)", "{}"),
-)
-
-
-def summary_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """(label, text) of every :data:`SUMMARY_ROWS` entry the summary has; ``-`` for NaN."""
-    out = []
-    for key, label, fmt in SUMMARY_ROWS:
-        if key not in summary:
-            continue
-        value = summary[key]
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            out.append((label, "-"))
-        else:
-            out.append((label, fmt.format(value)))
-    return out
 
 
 @dataclass(frozen=True)
@@ -255,6 +217,83 @@ def busy_fraction(records: Sequence[BatchRecord], duration_s: float) -> float:
     return sum(r.processing_s for r in records) / span if span > 0 else math.nan
 
 
+@dataclass(frozen=True)
+class RunSummary:
+    """The summary of one run, written as ``summary.json``.
+
+    One field per key :func:`summarize` computes, in the order of the file; ``extra`` holds
+    what the caller adds (mode, seed, model, CPU cost, source, ...), written after them.
+    Float fields may be NaN (written as ``null``)."""
+
+    controller: str
+    workload: str
+    profile: str
+    duration_s: float
+    batches: int
+    records: int
+    mean_interval_s: float
+    cv_interval: float
+    mean_blocks: float
+    mean_processing_s: float
+    mean_queue_delay_s: float
+    max_queue_delay_s: float
+    mean_latency_s: float
+    p95_latency_s: float
+    mean_record_latency_s: float
+    p95_record_latency_s: float
+    throughput_rps: float
+    overloaded_fraction: float
+    busy_fraction: float
+    final_queue_len: int
+    queue_slope: float
+    stable: bool
+    skip_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``summary.json`` dict: the fields in order, then ``extra``."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        """A summary read back from a ``summary.json`` dict: ``null`` in a float field is
+        NaN again, a key that is not a field goes to ``extra``; ``nonfinite_fields``
+        (added when the file is written) is left out."""
+        missing = [k for k in REQUIRED_SUMMARY_FIELDS if k not in data]
+        if missing:
+            msg = f"summary lacks the fields {', '.join(missing)}"
+            raise AdabatchError(msg)
+        values = {
+            k: (math.nan if data.get(k) is None and k in _FLOAT_FIELDS else data.get(k))
+            for k in _FIELDS
+        }
+        extra = {k: v for k, v in data.items() if k not in _FIELDS and k != "nonfinite_fields"}
+        return cls(**values, extra=extra)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of a field or ``extra`` key named at run time (table columns, a
+        sweep metric), ``default`` when the summary has none."""
+        if key in _FIELDS:
+            return getattr(self, key)
+        return self.extra.get(key, default)
+
+    def has(self, key: str) -> bool:
+        """Whether the summary has a field or ``extra`` key ``key``."""
+        return key in _FIELDS or key in self.extra
+
+    def with_values(self, **values: Any) -> RunSummary:
+        """A copy with ``values`` set: a field by its name, any other key in ``extra``."""
+        changes = {k: v for k, v in values.items() if k in _FIELDS}
+        extra = {**self.extra, **{k: v for k, v in values.items() if k not in _FIELDS}}
+        return replace(self, **changes, extra=extra)
+
+
+_FIELDS = tuple(f.name for f in fields(RunSummary) if f.name != "extra")
+_FLOAT_FIELDS = frozenset(f.name for f in fields(RunSummary) if f.type == "float")
+
+
 def summarize(
     records: Sequence[BatchRecord],
     *,
@@ -265,11 +304,12 @@ def summarize(
     final_queue_len: int = 0,
     skip_s: float = 0.0,
     extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> RunSummary:
     """The run summary written to ``summary.json``.
 
     ``skip_s`` leaves out batches cut in the first seconds (warm-up) from the means;
     stability is judged on every batch. ``duration_s`` is the span of stream offered.
+    A key of ``extra`` that names a field (``stable`` of a diverged run) sets it.
     """
     kept = (
         [r for r in records if r.cut_at - (records[0].cut_at - records[0].interval_s) >= skip_s]
@@ -290,47 +330,45 @@ def summarize(
     n_rec = sum(r.records for r in kept)
     intervals = [r.interval_s for r in kept]
     mean_x = mean(intervals)
-    summary: dict[str, Any] = {
-        "controller": controller,
-        "workload": workload,
-        "profile": profile,
-        "duration_s": duration_s,
-        "batches": len(records),
-        "records": int(sum(r.records for r in records)),
-        "mean_interval_s": mean_x,
-        "cv_interval": float(np.std(intervals) / mean_x) if kept and mean_x > 0 else math.nan,
-        "mean_blocks": mean([r.blocks for r in kept]),
-        "mean_processing_s": mean([r.processing_s for r in kept]),
-        "mean_queue_delay_s": mean([r.queue_delay_s for r in kept]),
-        "max_queue_delay_s": max((r.queue_delay_s for r in kept), default=math.nan),
-        "mean_latency_s": mean(lat),
-        "p95_latency_s": p95(lat),
-        "mean_record_latency_s": rec_lat_w / n_rec
+    summary = RunSummary(
+        controller=controller,
+        workload=workload,
+        profile=profile,
+        duration_s=duration_s,
+        batches=len(records),
+        records=int(sum(r.records for r in records)),
+        mean_interval_s=mean_x,
+        cv_interval=float(np.std(intervals) / mean_x) if kept and mean_x > 0 else math.nan,
+        mean_blocks=mean([r.blocks for r in kept]),
+        mean_processing_s=mean([r.processing_s for r in kept]),
+        mean_queue_delay_s=mean([r.queue_delay_s for r in kept]),
+        max_queue_delay_s=max((r.queue_delay_s for r in kept), default=math.nan),
+        mean_latency_s=mean(lat),
+        p95_latency_s=p95(lat),
+        mean_record_latency_s=rec_lat_w / n_rec
         if n_rec
         else mean([r.record_latency_s for r in kept]),
-        "p95_record_latency_s": p95([r.record_latency_s for r in kept]),
-        "throughput_rps": (sum(r.records for r in records) / duration_s)
+        p95_record_latency_s=p95([r.record_latency_s for r in kept]),
+        throughput_rps=(sum(r.records for r in records) / duration_s)
         if duration_s > 0
         else math.nan,
-        "overloaded_fraction": mean([1.0 if r.processing_s > r.interval_s else 0.0 for r in kept]),
-        "busy_fraction": busy_fraction(records, duration_s),
-        "final_queue_len": final_queue_len,
-        "queue_slope": queue_slope(records),
-        "stable": is_stable(records, final_queue_len),
-        "skip_s": skip_s,
-    }
-    if extra:
-        summary.update(extra)
-    return summary
+        overloaded_fraction=mean([1.0 if r.processing_s > r.interval_s else 0.0 for r in kept]),
+        busy_fraction=busy_fraction(records, duration_s),
+        final_queue_len=final_queue_len,
+        queue_slope=queue_slope(records),
+        stable=is_stable(records, final_queue_len),
+        skip_s=skip_s,
+    )
+    return summary.with_values(**extra) if extra else summary
 
 
-def write_summary(out: str | Path | OutputDir, summary: dict[str, Any]) -> None:
+def write_summary(out: str | Path | OutputDir, summary: RunSummary) -> None:
     """Write ``summary.json`` into ``out`` (an :class:`OutputDir`, or a file path whose
     directory is opened as one): NaN and infinities become null, listed in
     ``nonfinite_fields``."""
     if isinstance(out, OutputDir):
-        out.write_summary(summary)
+        out.write_summary(summary.to_json())
         return
     path = Path(out)
     with open_output(path.parent, what="summary directory") as od:
-        od.write_summary(summary, path.name)
+        od.write_summary(summary.to_json(), path.name)

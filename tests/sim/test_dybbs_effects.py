@@ -38,11 +38,11 @@ def test_isotonic_beats_fixed_point_once_it_has_seen_the_rates(
     measured = [r.rate_rps for r in iso.records if r.cut_at >= 600]
     assert min(seen) <= 1.05 * min(measured) and max(seen) >= 0.95 * max(measured)
     a, b = iso.summary, fp.summary
-    assert a["stable"] and b["stable"]
-    assert a["mean_latency_s"] < ratio * b["mean_latency_s"]
+    assert a.stable and b.stable
+    assert a.mean_latency_s < ratio * b.mean_latency_s
     # lower latency from a constant slack c instead of FPI's rho (§III-A, "overestimation")
-    assert a["mean_interval_s"] < b["mean_interval_s"]
-    assert a["mean_queue_delay_s"] < 0.05
+    assert a.mean_interval_s < b.mean_interval_s
+    assert a.mean_queue_delay_s < 0.05
 
 
 @pytest.mark.parametrize(("workload", "profile"), [case[:2] for case in CASES])
@@ -53,9 +53,9 @@ def test_block_sizing_beats_the_papers_fixed_100ms_block_interval(
     sc = make_scenario(workload, profile, "1200s", seed=4, warmup="600s")
     dynamic = simulate(sc, "isotonic", {"block_interval": 0.1}).summary
     fixed = simulate(sc, "isotonic", {"block_interval": 0.1, "block_sizing": False}).summary
-    assert dynamic["mean_latency_s"] < 0.95 * fixed["mean_latency_s"]
+    assert dynamic.mean_latency_s < 0.95 * fixed.mean_latency_s
     # the fixed 100 ms splits a 0.5-1 s batch into 5-10 tasks on 2 cores
-    assert dynamic["mean_blocks"] < 0.7 * fixed["mean_blocks"]
+    assert dynamic.mean_blocks < 0.7 * fixed.mean_blocks
 
 
 def converged_after(records: tuple[BatchRecord, ...], start: float, end: float) -> float:
@@ -102,7 +102,7 @@ def test_isotonic_on_join_sine_stays_near_the_crossing() -> None:
     and intervals over 30 s; it now stays at 1-3 blocks and sub-second intervals."""
     sc = make_scenario("join", "sine:2000:8000:60s", "300s", seed=0)
     result = simulate(sc, "isotonic")
-    assert result.summary["stable"]
+    assert result.summary.stable
     assert max(r.blocks for r in result.records) <= 4
     assert max(r.interval_s for r in result.records) < 2.0
-    assert result.summary["mean_latency_s"] < 1.0
+    assert result.summary.mean_latency_s < 1.0

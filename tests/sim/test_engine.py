@@ -13,7 +13,7 @@ from adabatch.control.registry import create
 from adabatch.errors import AdabatchError
 from adabatch.profiles import parse_profile
 from adabatch.runs.simulated import make_scenario, simulate
-from adabatch.sim.engine import run_simulation
+from adabatch.sim.engine import ProfileArrivals, run_simulation
 from adabatch.sim.workloads import make_workload, parse_resources
 
 
@@ -134,6 +134,44 @@ def test_admission_cap_drains_a_backlog_later():
     assert sum(counts) == 26  # everything that arrived by t = 8 s, nothing lost
 
 
+def test_coalesce_merges_the_batches_that_waited():
+    # p = 2.5 s + 0.01 s per record > x = 1 s: while a batch runs, the next cuts wait
+    def run(queue: str):
+        ctrl = create("static", {"interval": 1.0, "blocks": 1})
+        model = linear_model(2.5)
+        return run_simulation(ctrl, model, parse_profile("constant:10"), 6.5, queue=queue)
+
+    fifo, coalesce = run("fifo"), run("coalesce")
+    assert [r.records for r in fifo.records] == [10, 10, 10]
+    assert [r.cut_at for r in fifo.records] == [1.0, 2.0, 3.0]
+    # coalesce: the cuts at 2 and 3 go as one batch at 3.6, those at 4, 5 and 6 at 6.3
+    _, b1, b2 = coalesce.records
+    assert [r.records for r in coalesce.records] == [10, 20, 30]
+    assert (b1.cut_at, b1.interval_s, b1.started_at) == pytest.approx((3.0, 2.0, 3.6))
+    assert b1.queue_delay_s == pytest.approx(0.6)
+    assert b1.record_latency_s == pytest.approx(b1.finished_at - 2.0)  # arrived over (1, 3]
+    assert (b2.cut_at, b2.interval_s, b2.records) == pytest.approx((6.0, 3.0, 30))
+    assert coalesce.cuts == fifo.cuts == 6
+    assert coalesce.final_queue_len == 0 and fifo.final_queue_len == 3
+
+
+def test_queue_mode_is_checked():
+    ctrl = create("static")
+    with pytest.raises(AdabatchError, match="queue = 'lifo': allowed fifo, coalesce"):
+        run_simulation(ctrl, linear_model(0.1), parse_profile("constant:10"), 5.0, queue="lifo")
+
+
+def test_profile_arrivals_run_forward_and_hand_out_records_once():
+    arrivals = ProfileArrivals(parse_profile("constant:10"))
+    assert arrivals.available(1.0) == 10
+    assert arrivals.available(1.0) == 10  # asked again at the same instant: no new records
+    assert arrivals.mean_arrival(0, 5) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="next untaken 5"):
+        arrivals.mean_arrival(0, 5)
+    with pytest.raises(ValueError, match="runs forward"):
+        arrivals.available(0.5)
+
+
 def test_static_below_processing_time_diverges_and_stops_early():
     ctrl = create("static", {"interval": 0.1})
     out = run_simulation(ctrl, make_workload("reduce"), parse_profile("constant:5000"), 7200.0)
@@ -141,18 +179,18 @@ def test_static_below_processing_time_diverges_and_stops_early():
     assert out.end_s < 1200.0  # stopped early: far fewer batches than two hours would cut
     assert len(out.records) < 1200.0 / 0.1
     result = simulate(make_scenario("reduce", "constant:5000", "2h"), "static", {"interval": 0.1})
-    assert result.summary["diverged"] is True
-    assert result.summary["stable"] is False
+    assert result.summary.extra["diverged"] is True
+    assert result.summary.stable is False
 
 
 def test_static_above_processing_time_is_stable():
     result = simulate(make_scenario("reduce", "constant:5000", "10m"), "static", {"interval": 1})
     s = result.summary
-    assert s["stable"] is True and s["diverged"] is False
-    assert s["final_queue_len"] <= 1
-    assert s["mean_processing_s"] < 0.5
+    assert s.stable is True and s.extra["diverged"] is False
+    assert s.final_queue_len <= 1
+    assert s.mean_processing_s < 0.5
     # throughput equals the offered rate (the last cut is at 600 s)
-    assert s["throughput_rps"] == pytest.approx(5000, rel=1e-6)
+    assert s.throughput_rps == pytest.approx(5000, rel=1e-6)
 
 
 def test_deterministic_for_a_seed():
@@ -221,8 +259,8 @@ def test_fixed_point_finds_the_type1_interval_on_join():
     # join at 5000 records/s crosses p = 0.7 x near 0.52 s (Type I) and 8.3 s (Type II)
     sc = make_scenario("join", "constant:5000", "10m", noise=0.05, warmup="60s")
     s = simulate(sc, "fixed-point").summary
-    assert s["stable"]
-    assert 0.4 < s["mean_interval_s"] < 1.5
+    assert s.stable
+    assert 0.4 < s.mean_interval_s < 1.5
 
 
 def test_fixed_point_tracks_a_step_up_in_rate():
@@ -242,6 +280,6 @@ def test_registered_controllers_run_in_the_simulator(name):
     except ImportError:  # pragma: no cover - a controller not written yet
         pytest.skip(f"controller {name} not available")
     s = result.summary
-    assert s["batches"] > 50
-    assert s["controller"] == name
+    assert s.batches > 50
+    assert s.controller == name
     assert all(r.controller_state is not None for r in result.records)

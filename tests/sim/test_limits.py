@@ -11,11 +11,17 @@ from pathlib import Path
 import pytest
 
 from adabatch.cli import main
-from adabatch.commands.simulate import SimProgress
 from adabatch.control import registry
 from adabatch.errors import AdabatchError
 from adabatch.profiles import MAX_TRACE_BYTES, check_span, parse_profile
-from adabatch.runs.simulated import MAX_GRID, make_scenario, parse_grid, simulate, sweep_static
+from adabatch.runs.simulated import (
+    MAX_GRID,
+    SimProgress,
+    make_scenario,
+    parse_grid,
+    simulate,
+    sweep_static,
+)
 from adabatch.sim.engine import MAX_BATCHES, run_simulation
 
 
@@ -175,7 +181,7 @@ def test_isotonic_with_the_smallest_block_step_finishes() -> None:
     below the 1 us grid the search rounds to)."""
     scenario = make_scenario("reduce", "constant:2000", "120s", noise=0.05, seed=1)
     result = simulate(scenario, "isotonic", {"block_step": "0.001"})
-    assert result.summary["batches"] > 10
+    assert result.summary.batches > 10
 
 
 def test_a_sweep_grid_is_counted_before_it_is_built() -> None:

@@ -28,11 +28,11 @@ def test_fixed_point_finds_type_i_of_join_from_above_type_ii_where_binary_diverg
     fp = simulate(sc, "fixed-point", start)
     tail = [r.interval_s for r in fp.records[-100:]]
     assert abs(float(np.mean(tail)) - type_i) <= 0.10 * type_i
-    assert fp.summary["stable"]
+    assert fp.summary.stable
     assert any(r.controller_state.get("branch") == "type-ii" for r in fp.records)
 
     binary = simulate(sc, "binary", {k: v for k, v in start.items() if k != "slow_start"})
-    assert not binary.summary["stable"]
+    assert not binary.summary.stable
     assert binary.records[-1].interval_s > type_ii  # only ever grew: the unstable side
     half = binary.records[len(binary.records) // 2]
     assert binary.records[-1].queue_delay_s > max(type_ii, 2 * half.queue_delay_s)
@@ -43,9 +43,9 @@ def test_fixed_point_on_a_sine_is_near_the_oracle_and_the_mean_rate_interval_que
     grid = [round(0.5 + 0.1 * i, 1) for i in range(16)]
     oracle = sweep_static(sine, grid).best
     fp = simulate(sine, "fixed-point").summary
-    assert fp["stable"]
-    assert fp["mean_latency_s"] <= 1.3 * oracle["mean_latency_s"]
-    assert fp["max_queue_delay_s"] < 2 * fp["mean_interval_s"]
+    assert fp.stable
+    assert fp.mean_latency_s <= 1.3 * oracle["mean_latency_s"]
+    assert fp.max_queue_delay_s < 2 * fp.mean_interval_s
 
     # the best static interval for the sine's mean rate (200k/s held constant) ...
     at_mean = sweep_static(make_scenario("reduce", "constant:200000", "300s", seed=3), grid)
@@ -54,8 +54,8 @@ def test_fixed_point_on_a_sine_is_near_the_oracle_and_the_mean_rate_interval_que
     # ... is overloaded at every peak: the queue builds to several intervals (Fig. 16)
     static = simulate(sine, "static", {"interval": x_mean})
     s = static.summary
-    assert s["max_queue_delay_s"] > 3 * x_mean
-    assert s["overloaded_fraction"] > 0.2
+    assert s.max_queue_delay_s > 3 * x_mean
+    assert s.overloaded_fraction > 0.2
     overloaded = [r.rate_rps for r in static.records if r.processing_s > r.interval_s]
     above_mean = sum(rate > 200000 for rate in overloaded) / len(overloaded)
     assert above_mean > 0.9  # the peaks do it (noise overloads a few others)
@@ -66,8 +66,8 @@ def test_gradient_destabilises_under_noise_where_fixed_point_stays_stable(seed: 
     sc = make_scenario("reduce", "constant:200000", "1800s", seed=seed, noise=0.3)
     fp = simulate(sc, "fixed-point").summary
     grad = simulate(sc, "gradient").summary
-    assert fp["stable"] and fp["max_queue_delay_s"] < 3 * fp["mean_interval_s"]
+    assert fp.stable and fp.max_queue_delay_s < 3 * fp.mean_interval_s
     # noisy gradient estimates drive the interval down into the unstable zone, again and
     # again: the queue builds to tens of intervals and the tail latency blows up
-    assert grad["max_queue_delay_s"] > 10 * grad["mean_interval_s"]
-    assert grad["p95_latency_s"] > 2.5 * fp["p95_latency_s"]
+    assert grad.max_queue_delay_s > 10 * grad.mean_interval_s
+    assert grad.p95_latency_s > 2.5 * fp.p95_latency_s

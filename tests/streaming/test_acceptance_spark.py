@@ -56,7 +56,7 @@ def convergence_failures(result) -> list[str]:
         return [f"only {len(after)} batches after {SETTLE_S:g} s"]
     x = np.array([r.interval_s for r in after])
     out = []
-    if not result.summary["stable"]:
+    if not result.summary.stable:
         out.append("the summary says unstable")
     if not 1.0 <= float(np.median(x)) <= 3.0:
         out.append(f"median interval {float(np.median(x)):.2f} s is outside 1-3 s")
@@ -99,9 +99,9 @@ def test_static_below_processing_time_diverges(spark, tmp_path):
         **REDUCE,
     )
     result = run_spark(cfg, spark=spark)
-    assert result.summary["mean_processing_s"] > 0.5
-    assert result.summary["stable"] is False
-    assert result.summary["final_queue_len"] >= 3
+    assert result.summary.mean_processing_s > 0.5
+    assert result.summary.stable is False
+    assert result.summary.final_queue_len >= 3
 
 
 def join_pair(spark, out, rate: float):
@@ -138,10 +138,10 @@ def test_join_fixed_point_stable_where_a_long_static_interval_diverges(spark, tm
             stacklevel=1,
         )
         adaptive, static = join_pair(spark, tmp_path / "second", rate)
-    assert adaptive.summary["stable"]
+    assert adaptive.summary.stable
     converged = float(np.median([r.interval_s for r in adaptive.records if r.cut_at >= SETTLE_S]))
     assert 2 * converged < STATIC_JOIN_S
     # superlinear: a batch of 14 s takes longer than 14 s although one of ~1 s takes less
     assert len(static.records) >= 3
     assert all(r.processing_s > r.interval_s for r in static.records)
-    assert static.summary["stable"] is False
+    assert static.summary.stable is False

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import math
 
+from adabatch.commands import Command
 from adabatch.commands.run import (
-    ProgressLine,
     add_shared_arguments,
     check_controller,
     check_inputs,
@@ -16,7 +15,8 @@ from adabatch.commands.run import (
 from adabatch.control.registry import parse_params
 from adabatch.errors import AdabatchError, shown
 from adabatch.outputs import check_dir_path
-from adabatch.runs.compare import COLUMNS, RATIOS, compare_spark, split_params
+from adabatch.report.text import fmt
+from adabatch.runs.compare import COLUMNS, RATIOS, CompareProgress, compare_spark, split_params
 from adabatch.streaming.options import SPARK_DEFAULT
 
 NAME = "compare"
@@ -40,16 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_shared_arguments(parser)
 
 
-def _fmt(value: object) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
-
-
 def run(args: argparse.Namespace) -> int:
     base = config_from_args(args, "static", {}, check_dir_path(args.out))
     controllers = args.controllers.split(",")
@@ -65,26 +55,16 @@ def run(args: argparse.Namespace) -> int:
     for name, params in split_params(names, parse_params(args.param)).items():
         check_controller(name, params, base.duration_s)
     require_spark()
-    lines: dict[str, ProgressLine] = {}
-
-    def progress(name, p):
-        if name not in lines:
-            for line in lines.values():
-                line.end()
-            print(f"{name}:")
-            lines[name] = ProgressLine()
-        lines[name](p)
-
+    progress = CompareProgress()
     try:
         table, results, paths = compare_spark(
             base, controllers, parse_params(args.param), on_progress=progress
         )
     finally:
-        for line in lines.values():
-            line.end()
+        progress.end()
     headers = ["controller", "stable", *(label for _, label in COLUMNS)]
     headers += [label for _, label in RATIOS]
-    rows = [[_fmt(v) for v in row.values()] for row in table.rows()]
+    rows = [[fmt(v, compact=False) for v in row.values()] for row in table.rows()]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     print(f"{base.workload} under {base.profile}, seed {base.seed}; ratios to {table.best}:")
     print("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
@@ -93,3 +73,6 @@ def run(args: argparse.Namespace) -> int:
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 130 if any(r.interrupted for r in results.values()) else 0
+
+
+COMMAND = Command(NAME, HELP, add_arguments, run)

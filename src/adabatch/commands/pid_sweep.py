@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from collections.abc import Sequence
+from typing import Any
 
+from adabatch.commands import Command
 from adabatch.commands.args import parse_bounded_int, parse_float
 from adabatch.control.base import MAX_INTERVAL_S, MIN_INTERVAL_S
 from adabatch.outputs import open_output
 from adabatch.profiles import MAX_RATE_RPS
+from adabatch.report.progress import ProgressLine
 from adabatch.sim import pid_sweep
 
 NAME = "pid-sweep"
@@ -47,6 +52,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 SWEEP_FILES = ("toxic.csv", "trajectories.png", "cases.csv")
 
 
+# Progress is shown after every this many cases (the cases of a chunk run as one sweep).
+PROGRESS_CHUNK = 50
+
+
+def _run_sweep(cases: Sequence[pid_sweep.SweepCase], **settings: Any) -> pid_sweep.SweepResult:
+    """:func:`~adabatch.sim.pid_sweep.run_sweep` over ``cases`` a chunk at a time, with
+    the cases done on a progress line (every case runs on its own: the result is the same
+    as one sweep over all of them)."""
+    if len(cases) <= PROGRESS_CHUNK:
+        return pid_sweep.run_sweep(cases, **settings)
+    results: list[pid_sweep.CaseResult] = []
+    with ProgressLine(every_s=10.0, tty_every_s=0.25, after_s=3.0) as line:
+        for start in range(0, len(cases), PROGRESS_CHUNK):
+            part = pid_sweep.run_sweep(cases[start : start + PROGRESS_CHUNK], **settings)
+            results.extend(part.results)
+            line.show(f"pid-sweep: {len(results):,} of {len(cases):,} cases")
+    return dataclasses.replace(part, results=tuple(results))
+
+
 def run(args: argparse.Namespace) -> int:
     target = parse_float(args.target, "--target", 0.0, MAX_RATE_RPS, open_low=True)
     interval = parse_float(args.interval, "--interval", MIN_INTERVAL_S, MAX_INTERVAL_S)
@@ -63,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
     pid_sweep.check_size(len(cases), iterations)
     with open_output(args.out, replaces=SWEEP_FILES) as od:  # refused before the sweep runs
         started = time.perf_counter()
-        result = pid_sweep.run_sweep(
-            cases, target_rps=target, interval_s=interval, iterations=iterations
-        )
+        result = _run_sweep(cases, target_rps=target, interval_s=interval, iterations=iterations)
         elapsed = time.perf_counter() - started
         od.begin()
         pid_sweep.write_csv(result.toxic(), (od, "toxic.csv"))
@@ -92,3 +114,6 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(f"wrote {out / 'cases.csv'}, {out / 'toxic.csv'}, {out / 'trajectories.png'}")
     return 0
+
+
+COMMAND = Command(NAME, HELP, add_arguments, run)

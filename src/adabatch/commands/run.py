@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import math
-import sys
 from pathlib import Path
 from typing import Any
 
+from adabatch.commands import Command
 from adabatch.commands.args import parse_int
 from adabatch.control import registry
 from adabatch.control.registry import parse_params
 from adabatch.errors import AdabatchError, shown
-from adabatch.metrics import summary_rows
 from adabatch.outputs import check_dir_path
 from adabatch.profiles import GRAMMAR, check_span, parse_duration, parse_profile
-from adabatch.runs.spark_job import Progress, RunConfig, RunResult, parse_trigger, run_spark
+from adabatch.report.text import summary_rows
+from adabatch.runs.checks import check_duration
+from adabatch.runs.spark_job import (
+    RunConfig,
+    RunResult,
+    SparkProgress,
+    parse_trigger,
+    run_spark,
+)
 from adabatch.sim.engine import check_batches
 from adabatch.streaming.options import SPARK_DEFAULT, SPARK_DEFAULT_PARAMS
 from adabatch.urls import redact_url
@@ -85,51 +91,15 @@ def config_from_args(
     )
 
 
-class ProgressLine:
-    """The live progress line: rewritten in place on a terminal, every 5 s otherwise."""
-
-    def __init__(self, stream: Any = None) -> None:
-        self.stream = sys.stderr if stream is None else stream
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self._last_len = 0
-        self._last_printed = -math.inf
-
-    def __call__(self, p: Progress) -> None:
-        if p.stream_s is None:
-            text = "starting Spark and the query ..."
-            t = 0.0
-        else:
-            t = p.stream_s
-            text = f"t {p.stream_s:6.1f}/{p.duration_s:g}s  batches {p.batches:4d}"
-            if p.last is not None:
-                r = p.last
-                text += (
-                    f"  interval {r.interval_s:5.2f}s  proc {r.processing_s:5.2f}s"
-                    f"  queue {r.queue_delay_s:5.2f}s ({p.queue_len})"
-                    f"  latency {r.latency_s:5.2f}s  blocks {r.blocks}"
-                )
-        if self.tty:
-            pad = max(self._last_len - len(text), 0)
-            self.stream.write("\r" + text + " " * pad)
-            self._last_len = len(text)
-            self.stream.flush()
-        elif t - self._last_printed >= 5.0:
-            self.stream.write(text + "\n")
-            self._last_printed = t
-
-    def end(self) -> None:
-        if self.tty and self._last_len:
-            self.stream.write("\n")
-
-
 def print_summary(result: RunResult) -> None:
+    """The summary table, a word on an unstable run, and the files written."""
     s = result.summary
     for label, text in summary_rows(s):
         print(f"  {label:<30} {text}")
-    if not s["stable"]:
+    if not s.stable:
         print(
-            f"  UNSTABLE: the batch queue grew ({s['queue_slope']:.3f} s of queue delay per "
-            f"s, {s['final_queue_len']} batches waiting at the end): processing cannot keep "
+            f"  UNSTABLE: the batch queue grew ({s.queue_slope:.3f} s of queue delay per "
+            f"s, {s.final_queue_len} batches waiting at the end): processing cannot keep "
             "up with this interval"
         )
     for name, path in result.paths.items():
@@ -163,12 +133,7 @@ def check_inputs(cfg: RunConfig) -> None:
     parameters, profile, duration, warm-up and trigger (a bad one is one line, before the
     optional ``spark`` extra is imported)."""
     get_workload(cfg.workload)
-    if not (cfg.duration_s > 0 and math.isfinite(cfg.duration_s)):
-        msg = f"--duration {cfg.duration_s!r} s is not allowed: allowed a positive duration"
-        raise AdabatchError(msg)
-    if not 0 <= cfg.warmup_s < cfg.duration_s:
-        msg = f"--warmup {cfg.warmup_s!r} s is not allowed: allowed >= 0 and below --duration"
-        raise AdabatchError(msg)
+    check_duration(cfg.duration_s, cfg.warmup_s)
     check_controller(cfg.controller, dict(cfg.params), cfg.duration_s)
     check_span(parse_profile(cfg.profile, seed=cfg.seed), cfg.duration_s)
     parse_trigger(cfg.trigger)
@@ -192,13 +157,13 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args, args.controller, parse_params(args.param), out)
     check_inputs(cfg)
     require_spark()
-    line = ProgressLine()
-    try:
+    with SparkProgress() as line:
         result = run_spark(cfg, on_progress=line)
-    finally:
-        line.end()
     print(
         f"{cfg.controller} on {cfg.workload} under {cfg.profile} (Spark {redact_url(cfg.master)}):"
     )
     print_summary(result)
     return 130 if result.interrupted else 0
+
+
+COMMAND = Command(NAME, HELP, add_arguments, run)

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import math
-import sys
-import time
-from collections.abc import Callable
-from typing import Any, TextIO
 
 from rich.console import Console
 from rich.table import Table
 
+from adabatch.commands import Command
 from adabatch.commands.args import parse_int
 from adabatch.control.registry import create, parse_params
 from adabatch.errors import AdabatchError, shown
-from adabatch.metrics import summary_rows
+from adabatch.metrics import RunSummary
 from adabatch.outputs import open_output
 from adabatch.profiles import GRAMMAR
+from adabatch.report.text import fmt_value, summary_rows
 from adabatch.runs.simulated import (
     RUN_FILES,
+    SimProgress,
+    StaticSweep,
     check_sweep,
     make_scenario,
     parse_grid,
@@ -78,55 +77,6 @@ def parse_grid_blocks(text: str) -> list[int]:
     return [parse_int(b.strip(), "--sweep-blocks", 1) for b in parts]
 
 
-class SimProgress:
-    """The progress line of a long simulation on stderr. Nothing for the first
-    ``after_s`` seconds of wall time; then rewritten in place on a terminal, or one line
-    every ``every_s`` seconds otherwise (a log stays short)."""
-
-    def __init__(
-        self,
-        stream: TextIO | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        after_s: float = 3.0,
-        every_s: float = 10.0,
-    ) -> None:
-        self.stream = sys.stderr if stream is None else stream
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.clock = clock
-        self.every_s = 0.25 if self.tty else every_s
-        self._next = clock() + after_s
-        self._width = 0
-
-    def __call__(self, now: float, duration_s: float, finished: int) -> None:
-        t = self.clock()
-        if t < self._next:
-            return
-        self._next = t + self.every_s
-        done = min(now / duration_s, 1.0) if duration_s > 0 else 1.0
-        text = (
-            f"simulating: stream time {now:,.1f} of {duration_s:,.1f} s ({done:.0%}), "
-            f"{finished:,} batches finished"
-        )
-        if self.tty:
-            self.stream.write("\r" + text.ljust(self._width))
-            self._width = len(text)
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def end(self) -> None:
-        """Close the line on a terminal (a later message starts on its own line)."""
-        if self.tty and self._width:
-            self.stream.write("\n")
-            self._width = 0
-
-
-def _fmt(value: Any, pattern: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return pattern.format(value)
-
-
 def run(args: argparse.Namespace) -> int:
     scenario = make_scenario(
         args.workload,
@@ -148,18 +98,15 @@ def run(args: argparse.Namespace) -> int:
         intervals = parse_grid(args.intervals)
         blocks = parse_grid_blocks(args.sweep_blocks)
         check_sweep(scenario, intervals, blocks)
-    progress = SimProgress()
     # the directory is checked and locked before the runs; its files are replaced after them
     with open_output(args.out, replaces=RUN_FILES) as out:
-        try:
+        with SimProgress() as progress:
             result = simulate(scenario, args.controller, params, on_progress=progress)
             sweep = (
                 sweep_static(scenario, intervals, blocks, on_progress=progress)
                 if args.sweep_static
                 else None
             )
-        finally:
-            progress.end()
         paths = write_run(out, result, sweep=sweep)
     console = Console()
     table = Table(title=result.title)
@@ -174,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_sweep(console: Console, sweep: Any, summary: dict[str, Any]) -> None:
+def _print_sweep(console: Console, sweep: StaticSweep, summary: RunSummary) -> None:
     table = Table(title="static oracle (fixed-point §5.2)")
     for col in (
         "interval (s)",
@@ -191,10 +138,10 @@ def _print_sweep(console: Console, sweep: Any, summary: dict[str, Any]) -> None:
         table.add_row(
             f"{r['interval_s']:g}",
             str(r["blocks"]),
-            _fmt(r["mean_latency_s"], "{:.3f}"),
-            _fmt(r["p95_latency_s"], "{:.3f}"),
-            _fmt(r["mean_record_latency_s"], "{:.3f}"),
-            _fmt(r["mean_processing_s"], "{:.3f}"),
+            fmt_value(r["mean_latency_s"], "{:.3f}"),
+            fmt_value(r["p95_latency_s"], "{:.3f}"),
+            fmt_value(r["mean_record_latency_s"], "{:.3f}"),
+            fmt_value(r["mean_processing_s"], "{:.3f}"),
             "yes" if r["stable"] else "no",
             style="bold green" if best else None,
         )
@@ -206,5 +153,8 @@ def _print_sweep(console: Console, sweep: Any, summary: dict[str, Any]) -> None:
     console.print(
         f"best static interval: {b['interval_s']:g} s with {b['blocks']} blocks, "
         f"mean batch latency {b['mean_latency_s']:.3f} s; "
-        f"{summary['controller']} / oracle = {sweep.ratio(summary):.3f}"
+        f"{summary.controller} / oracle = {sweep.ratio(summary):.3f}"
     )
+
+
+COMMAND = Command(NAME, HELP, add_arguments, run)

@@ -14,19 +14,20 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from adabatch.errors import AdabatchError
-from adabatch.metrics import BatchRecord
+from adabatch.metrics import BatchRecord, RunSummary
 from adabatch.outputs import OutputDir, open_output, save_figure
 from adabatch.runs.spark_job import (
     SPARK_CONF,
     Progress,
     RunConfig,
     RunResult,
+    SparkProgress,
     check_run,
     run_spark,
 )
@@ -50,18 +51,41 @@ class Comparison:
     """The runs' summaries in order, the best run's name, and per-run ratios."""
 
     names: tuple[str, ...]
-    summaries: tuple[dict[str, Any], ...]
+    summaries: tuple[RunSummary, ...]
     best: str
     ratios: tuple[dict[str, float], ...]
 
     def rows(self) -> list[dict[str, Any]]:
+        """One row per run: its name, verdict, :data:`COLUMNS` and :data:`RATIOS`."""
         out = []
         for name, s, r in zip(self.names, self.summaries, self.ratios, strict=True):
-            row: dict[str, Any] = {"controller": name, "stable": s["stable"]}
+            row: dict[str, Any] = {"controller": name, "stable": s.stable}
             row.update({key: s.get(key) for key, _ in COLUMNS})
             row.update({label: r[key] for key, label in RATIOS})
             out.append(row)
         return out
+
+
+class CompareProgress:
+    """An ``on_progress`` for :func:`compare_spark`: each run's name on a line of its
+    own (on stdout), then that run's :class:`~adabatch.runs.spark_job.SparkProgress` line.
+    Call :meth:`end` when the comparison ends."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+        self.lines: dict[str, SparkProgress] = {}
+
+    def __call__(self, name: str, p: Progress) -> None:
+        if name not in self.lines:
+            self.end()
+            print(f"{name}:")
+            self.lines[name] = SparkProgress(self.stream)
+        self.lines[name](p)
+
+    def end(self) -> None:
+        """Close the open line (a later message starts on its own line)."""
+        for line in self.lines.values():
+            line.end()
 
 
 def split_params(
@@ -98,17 +122,17 @@ def split_params(
     return out
 
 
-def tabulate(names: Sequence[str], summaries: Sequence[dict[str, Any]]) -> Comparison:
+def tabulate(names: Sequence[str], summaries: Sequence[RunSummary]) -> Comparison:
     """Ratios of every run to the best one (see the module docstring)."""
     if not summaries:
         msg = "nothing to compare: no runs"
         raise AdabatchError(msg)
 
-    def latency(s: dict[str, Any]) -> float:
-        value = s.get("mean_latency_s")
+    def latency(s: RunSummary) -> float:
+        value = s.mean_latency_s
         return math.inf if value is None or math.isnan(value) else float(value)
 
-    stable = [i for i, s in enumerate(summaries) if s["stable"]]
+    stable = [i for i, s in enumerate(summaries) if s.stable]
     pool = stable or list(range(len(summaries)))
     best = min(pool, key=lambda i: latency(summaries[i]))
     ratios = []

@@ -1,4 +1,5 @@
-"""CPU seconds that Spark used, from the operating system's accounting (Linux ``/proc``).
+"""The CPU meter (:class:`CpuMeter`): CPU seconds that Spark used, from the operating
+system's accounting (Linux ``/proc``).
 
 A local Spark run is a process tree under our Python process: the JVM that py4j started
 (driver and executors), the Python workers and daemon the JVM forks, and our own process

@@ -12,20 +12,23 @@ achieved with any statically defined interval").
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
 from adabatch.control import registry
 from adabatch.control.base import Controller
 from adabatch.errors import AdabatchError, shown
-from adabatch.metrics import BatchRecord, summarize, write_jsonl
+from adabatch.metrics import BatchRecord, RunSummary, summarize, write_jsonl
 from adabatch.outputs import OutputDir, open_output
 from adabatch.profiles import RateProfile, check_span, parse_duration, parse_profile
+from adabatch.report.progress import ProgressLine
 from adabatch.report.timeline import timeline_figure
+from adabatch.runs.checks import check_duration
 from adabatch.sim.engine import ProgressFn, check_batches, run_simulation
 from adabatch.sim.workloads import CostModel, Resources, make_workload, parse_resources
 
@@ -43,12 +46,7 @@ class Scenario:
     skip_s: float = 0.0  # warm-up left out of the summary's means
 
     def __post_init__(self) -> None:
-        if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
-            msg = f"duration {self.duration_s!r} must be a positive number of seconds"
-            raise AdabatchError(msg)
-        if not 0 <= self.skip_s < self.duration_s:
-            msg = f"warm-up {self.skip_s!r} must be >= 0 and shorter than the duration"
-            raise AdabatchError(msg)
+        check_duration(self.duration_s, self.skip_s)
         check_span(self.profile, self.duration_s)
 
 
@@ -89,17 +87,39 @@ def make_scenario(
     )
 
 
+class SimProgress(ProgressLine):
+    """The progress line of a long simulation, an ``on_progress`` for :func:`simulate` and
+    :func:`sweep_static`. Nothing for the first ``after_s`` seconds of wall time; then
+    rewritten in place on a terminal, or one line every ``every_s`` seconds otherwise."""
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        after_s: float = 3.0,
+        every_s: float = 10.0,
+    ) -> None:
+        super().__init__(stream, every_s=every_s, tty_every_s=0.25, after_s=after_s, clock=clock)
+
+    def __call__(self, now: float, duration_s: float, finished: int) -> None:
+        done = min(now / duration_s, 1.0) if duration_s > 0 else 1.0
+        self.show(
+            f"simulating: stream time {now:,.1f} of {duration_s:,.1f} s ({done:.0%}), "
+            f"{finished:,} batches finished"
+        )
+
+
 @dataclass(frozen=True)
 class SimResult:
     """One simulated run: every batch and the summary."""
 
     records: tuple[BatchRecord, ...]
-    summary: dict[str, Any]
+    summary: RunSummary
 
     @property
     def title(self) -> str:
         s = self.summary
-        return f"{s['controller']} on {s['workload']} under {s['profile']} (simulated)"
+        return f"{s.controller} on {s.workload} under {s.profile} (simulated)"
 
 
 def simulate(
@@ -116,7 +136,7 @@ def simulate(
     --------
     >>> sc = make_scenario("reduce", "constant:5000", "60s", noise=0)
     >>> r = simulate(sc, "static", {"interval": 1.0})
-    >>> r.summary["batches"], r.summary["stable"]
+    >>> r.summary.batches, r.summary.stable
     (60, True)
     """
     if isinstance(controller, str):
@@ -192,7 +212,7 @@ def write_run(
     }
     if sweep is not None:
         paths["sweep"] = write_sweep(out, sweep)
-    paths["summary"] = out.write_summary(result.summary)
+    paths["summary"] = out.write_summary(result.summary.to_json())
     out.complete()
     return paths
 
@@ -206,11 +226,11 @@ class StaticSweep:
     best: dict[str, Any] | None
     metric: str
 
-    def ratio(self, summary: Mapping[str, Any]) -> float:
-        """``summary[metric] / best[metric]``: how far a run is from the oracle."""
+    def ratio(self, summary: RunSummary) -> float:
+        """The run's ``metric`` over the best row's: how far a run is from the oracle."""
         if self.best is None or not self.best[self.metric] > 0:
             return math.nan
-        return float(summary[self.metric]) / float(self.best[self.metric])
+        return float(summary.get(self.metric)) / float(self.best[self.metric])
 
 
 # Most settings one static sweep may simulate (intervals x blocks).
@@ -300,7 +320,7 @@ def sweep_static(
             summary = simulate(
                 scenario, "static", {"interval": x, "blocks": k}, on_progress=on_progress
             ).summary
-            rows.append({"interval_s": float(x), "blocks": int(k), **summary})
+            rows.append({"interval_s": float(x), "blocks": int(k), **summary.to_json()})
     if metric not in rows[0]:
         msg = f"sweep metric {metric!r} is not a summary field"
         raise AdabatchError(msg)

@@ -18,20 +18,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from adabatch.errors import AdabatchError
-from adabatch.metrics import BatchRecord, read_jsonl, summarize
+from adabatch.metrics import BatchRecord, RunSummary, read_jsonl, summarize
 from adabatch.outputs import OutputDir, open_output
 from adabatch.profiles import parse_duration
-from adabatch.runs import cpu as cost
+from adabatch.report.progress import ProgressLine
+from adabatch.runs import cpu
+from adabatch.runs.checks import check_duration
 from adabatch.streaming.options import SPARK_DEFAULT, parse_options
 from adabatch.streaming.state import check_same_query, load_state, read_status
 from adabatch.urls import redact_url
@@ -127,11 +128,39 @@ class Progress:
     records: int
     queue_len: int
 
+    def text(self) -> str:
+        """The progress line: stream time, batches and the last batch's numbers."""
+        if self.stream_s is None:
+            return "starting Spark and the query ..."
+        text = f"t {self.stream_s:6.1f}/{self.duration_s:g}s  batches {self.batches:4d}"
+        if self.last is not None:
+            r = self.last
+            text += (
+                f"  interval {r.interval_s:5.2f}s  proc {r.processing_s:5.2f}s"
+                f"  queue {r.queue_delay_s:5.2f}s ({self.queue_len})"
+                f"  latency {r.latency_s:5.2f}s  blocks {r.blocks}"
+            )
+        return text
+
+
+class SparkProgress(ProgressLine):
+    """The live progress line of a Spark run, an ``on_progress`` for :func:`run_spark`:
+    rewritten at every report on a terminal, a line every ``every_s`` seconds of stream
+    time otherwise."""
+
+    def __init__(self, stream: TextIO | None = None, every_s: float = 5.0) -> None:
+        super().__init__(stream, every_s=every_s)
+
+    def __call__(self, p: Progress) -> None:
+        self.show(p.text(), at=0.0 if p.stream_s is None else p.stream_s)
+
 
 @dataclass(frozen=True)
 class RunResult:
+    """A finished (or interrupted) Spark run: every batch, the summary, the files."""
+
     records: tuple[BatchRecord, ...]
-    summary: dict[str, Any]
+    summary: RunSummary
     paths: dict[str, Path]
     interrupted: bool
 
@@ -226,12 +255,7 @@ def check_run(cfg: RunConfig) -> tuple[Any, Any, float | None]:
     from adabatch.workloads import WorkloadConfig, get_workload
 
     workload = get_workload(cfg.workload)
-    if not (cfg.duration_s > 0 and math.isfinite(cfg.duration_s)):
-        msg = f"duration {cfg.duration_s!r} must be a positive number of seconds"
-        raise AdabatchError(msg)
-    if not (0 <= cfg.warmup_s < cfg.duration_s):
-        msg = f"warm-up {cfg.warmup_s!r} s must be >= 0 and shorter than the duration"
-        raise AdabatchError(msg)
+    check_duration(cfg.duration_s, cfg.warmup_s)
     options = parse_options(_source_options(cfg))
     trigger_s = parse_trigger(cfg.trigger)
     if trigger_s is not None and cfg.controller != SPARK_DEFAULT:
@@ -306,8 +330,6 @@ def _run_spark(
     on_progress: Callable[[Progress], None] | None,
     stop: threading.Event | None,
 ) -> RunResult:
-    from adabatch.api import read_stream
-    from adabatch.report.timeline import timeline_figure
     from adabatch.spark import get_spark
 
     out = od.root
@@ -322,30 +344,11 @@ def _run_spark(
         spark = get_spark(cfg.master, conf=SPARK_CONF)
     od.begin(appends=APPENDED_FILES)
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", RECENT_PROGRESS)
-    opts = _source_options(cfg)
-    df = read_stream(
-        spark,
-        controller=cfg.controller,
-        params=cfg.params,
-        profile=cfg.profile,
-        metrics_path=opts["metrics_path"],
-        state_path=opts["state_path"],
-        queue=cfg.queue,
-        seed=cfg.seed,
-        keys=cfg.keys,
-        **cfg.source_options,
-    )
-    writer = (
-        workload.start(df, wcfg)
-        .option("checkpointLocation", str(paths["checkpoint"].resolve()))
-        .queryName(f"adabatch_{cfg.workload}_{cfg.run_id.split('-')[-1]}")
-    )
-    if trigger_s is not None:
-        writer = writer.trigger(processingTime=f"{round(trigger_s * 1000)} milliseconds")
+    writer = _writer(spark, cfg, workload, wcfg, trigger_s, paths["checkpoint"])
     tail = _MetricsTail(paths["metrics"])
     status = read_status(cfg.state_path)
     stop_at = (status.last_seen if status is not None else 0.0) + cfg.duration_s
-    meter = cost.CpuMeter()
+    meter = cpu.CpuMeter()
     wall0 = time.time()
     query = writer.start()
     interrupted = False
@@ -361,19 +364,73 @@ def _run_spark(
     if error is not None:
         raise AdabatchError(query_error(error))
     tail.poll()
-    new_records = tail.records
     earlier = od.read_bytes("spark_progress.jsonl").decode("utf-8")
     lines = "".join(json.dumps(p, separators=(",", ":")) + "\n" for p in progress)
     od.write_text("spark_progress.jsonl", earlier + lines)
     records = read_jsonl(paths["metrics"]) if paths["metrics"].exists() else []
     if trigger_s is not None:
         records = spark_durations(records, progress)
-    status = read_status(cfg.state_path)
-    stream_s = status.last_seen if status is not None else 0.0
+    extra = _summary_extra(cfg, meter, progress, tail.records, interrupted)
+    summary = _summarize(cfg, records, extra)
+    if records:
+        from adabatch.report.timeline import timeline_figure
+
+        where = f"Spark {redact_url(cfg.master)}"
+        title = f"{cfg.controller} on {cfg.workload} under {cfg.profile} ({where})"
+        od.savefig(timeline_figure(records, title), "timeline.png")
+    od.write_summary(summary.to_json())
+    od.complete()
+    return RunResult(tuple(records), summary, paths, interrupted)
+
+
+def _writer(
+    spark: SparkSession,
+    cfg: RunConfig,
+    workload: Any,
+    wcfg: Any,
+    trigger_s: float | None,
+    checkpoint: Path,
+) -> Any:
+    """The query's ``DataStreamWriter``: the ``adabatch`` source steered by the controller,
+    the workload's sink, the checkpoint and the trigger."""
+    from adabatch.api import read_stream
+
+    opts = _source_options(cfg)
+    df = read_stream(
+        spark,
+        controller=cfg.controller,
+        params=cfg.params,
+        profile=cfg.profile,
+        metrics_path=opts["metrics_path"],
+        state_path=opts["state_path"],
+        queue=cfg.queue,
+        seed=cfg.seed,
+        keys=cfg.keys,
+        **cfg.source_options,
+    )
+    writer = (
+        workload.start(df, wcfg)
+        .option("checkpointLocation", str(checkpoint.resolve()))
+        .queryName(f"adabatch_{cfg.workload}_{cfg.run_id.split('-')[-1]}")
+    )
+    if trigger_s is not None:
+        writer = writer.trigger(processingTime=f"{round(trigger_s * 1000)} milliseconds")
+    return writer
+
+
+def _summary_extra(
+    cfg: RunConfig,
+    meter: cpu.CpuMeter,
+    progress: Sequence[Mapping[str, Any]],
+    new_records: Sequence[BatchRecord],
+    interrupted: bool,
+) -> dict[str, Any]:
+    """What a Spark run's summary adds to :func:`~adabatch.metrics.summarize`'s fields:
+    the run's settings, wall time, Spark's busy fraction and the CPU cost of this run's
+    batches (``new_records``: a restarted run's earlier batches cost nothing now)."""
     wall = meter.wall_s
-    cpu_s = meter.cpu_s
     spark_busy_s = sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress)
-    extra = {
+    return {
         "mode": "spark",
         "master": redact_url(cfg.master),
         "trigger": cfg.trigger,
@@ -385,10 +442,17 @@ def _run_spark(
         "interrupted": interrupted,
         "wall_s": wall,
         "spark_busy_fraction": spark_busy_s / 1000.0 / wall if wall > 0 else None,
-        **cost.cost_summary(cpu_s, sum(r.records for r in new_records), wall),
+        **cpu.cost_summary(meter.cpu_s, sum(r.records for r in new_records), wall),
         "lost_reports": (load_state(cfg.state_path) or {}).get("lost_reports", 0),
     }
-    summary = summarize(
+
+
+def _summarize(cfg: RunConfig, records: Sequence[BatchRecord], extra: dict[str, Any]) -> RunSummary:
+    """The run's summary over every batch of the query (a restarted run's too), over the
+    stream time the source has reached."""
+    status = read_status(cfg.state_path)
+    stream_s = status.last_seen if status is not None else 0.0
+    return summarize(
         records,
         controller=cfg.controller,
         workload=cfg.workload,
@@ -398,13 +462,6 @@ def _run_spark(
         skip_s=cfg.warmup_s if stream_s > cfg.warmup_s else 0.0,
         extra=extra,
     )
-    if records:
-        where = f"Spark {redact_url(cfg.master)}"
-        title = f"{cfg.controller} on {cfg.workload} under {cfg.profile} ({where})"
-        od.savefig(timeline_figure(records, title), "timeline.png")
-    od.write_summary(summary)
-    od.complete()
-    return RunResult(tuple(records), summary, paths, interrupted)
 
 
 def _watch(
@@ -415,7 +472,7 @@ def _watch(
     on_progress: Callable[[Progress], None] | None,
     stop: threading.Event | None,
     wall0: float,
-    meter: cost.CpuMeter,
+    meter: cpu.CpuMeter,
 ) -> None:
     """Wait until stream time ``stop_at`` (or a stop), reporting progress and sampling
     the CPU meter."""
@@ -456,7 +513,7 @@ def _drain(
     cfg: RunConfig,
     tail: _MetricsTail,
     stop: threading.Event | None,
-    meter: cost.CpuMeter,
+    meter: cpu.CpuMeter,
 ) -> None:
     """Let the batch Spark is processing finish, so it is measured and committed, before
     the query stops (bounded by ``DRAIN_TIMEOUT_S``); a batch handed out meanwhile is

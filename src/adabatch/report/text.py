@@ -1,0 +1,80 @@
+"""Numbers as text, one way for every table the tool prints or writes.
+
+:func:`fmt` is a table cell (``-`` for a missing or NaN value, yes/NO for a verdict),
+:func:`fmt_ratio` a ratio to a reference (``1.25x``), :func:`fmt_value` a value in a given
+pattern; :func:`summary_rows` is a run summary as (label, text) rows, the table ``simulate``
+and ``run`` print.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from adabatch.metrics import RunSummary
+
+MISSING = "-"
+
+
+def is_missing(value: Any) -> bool:
+    """``None`` or a float NaN: a value a table shows as ``-``."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt_value(value: Any, pattern: str = "{}") -> str:
+    """``pattern.format(value)``, or ``-`` for a missing value."""
+    return MISSING if is_missing(value) else pattern.format(value)
+
+
+def fmt(value: Any, digits: int = 3, *, compact: bool = True) -> str:
+    """A table cell: ``-`` for missing/NaN, yes/NO for booleans, floats to ``digits``
+    decimals (with ``compact``, ``inf`` for an infinity and no decimals from 1000 on),
+    anything else as ``str``."""
+    if is_missing(value):
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        if compact and math.isinf(value):
+            return "inf"
+        return f"{value:.0f}" if compact and abs(value) >= 1000 else f"{value:.{digits}f}"
+    return str(value)
+
+
+def fmt_ratio(value: float) -> str:
+    """A ratio to a reference, ``1.25x``; ``-`` when it is not finite."""
+    return MISSING if not math.isfinite(value) else f"{value:.2f}x"
+
+
+# How a summary is shown (simulate and run print the same table); rows whose key a
+# summary lacks (cost for simulations, "diverged" for Spark runs) are left out.
+SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("batches", "batches", "{:d}"),
+    ("records", "records", "{:d}"),
+    ("mean_interval_s", "mean interval (s)", "{:.3f}"),
+    ("cv_interval", "interval CV", "{:.3f}"),
+    ("mean_blocks", "mean blocks", "{:.2f}"),
+    ("mean_processing_s", "mean processing (s)", "{:.3f}"),
+    ("mean_queue_delay_s", "mean queue delay (s)", "{:.3f}"),
+    ("max_queue_delay_s", "max queue delay (s)", "{:.3f}"),
+    ("mean_latency_s", "mean batch latency x+q+p (s)", "{:.3f}"),
+    ("p95_latency_s", "p95 batch latency (s)", "{:.3f}"),
+    ("mean_record_latency_s", "mean record latency (s)", "{:.3f}"),
+    ("throughput_rps", "throughput (records/s)", "{:.1f}"),
+    ("busy_fraction", "busy fraction", "{:.3f}"),
+    ("cpu_s_per_million_records", "CPU s per million records", "{:.1f}"),
+    ("cpu_cores_used", "CPU cores used", "{:.2f}"),
+    ("overloaded_fraction", "batches with p > x", "{:.3f}"),
+    ("final_queue_len", "final queue (batches)", "{:d}"),
+    ("stable", "stable", "{}"),
+    ("diverged", "diverged (stopped early)", "{}"),
+)
+
+
+def summary_rows(summary: RunSummary) -> list[tuple[str, str]]:
+    """(label, text) of every :data:`SUMMARY_ROWS` entry the summary has; ``-`` for NaN."""
+    return [
+        (label, fmt_value(summary.get(key), pattern))
+        for key, label, pattern in SUMMARY_ROWS
+        if summary.has(key)
+    ]
