@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from adabatch.bench import core, report
-from adabatch.bench.core import (
+from adabatch.bench import model, ratios, registry, report, resume
+from adabatch.bench.model import (
     Analysis,
     Config,
     Experiment,
@@ -24,7 +24,7 @@ from adabatch.bench.core import (
 )
 from adabatch.cli import main
 from adabatch.errors import AdabatchError
-from adabatch.metrics import BatchRecord
+from adabatch.metrics import BatchRecord, summarize
 
 
 def record(i: int, x: float, p: float, q: float = 0.0) -> BatchRecord:
@@ -59,26 +59,29 @@ def outcome(
     params = {"interval": interval} if controller == "static" else {}
     cfg = Config(name, workload="reduce", controller=controller, profile="constant:100",
                  duration_s=10, params=params, trigger=trigger, group=group)  # fmt: skip
-    summary = {
-        "stable": stable,
-        "mean_latency_s": latency,
-        "p95_latency_s": latency * 1.2,
-        "cpu_s_per_million_records": cpu,
-        "busy_fraction": 0.5,
-        "mean_interval_s": interval,
-    }
-    return Outcome(cfg, summary, (record(0, interval, 0.4),), Path("/nonexistent") / name)
+    records = (record(0, interval, 0.4),)
+    summary = summarize(
+        records, controller=controller, workload="reduce", profile="constant:100", duration_s=10
+    ).with_values(
+        stable=stable,
+        mean_latency_s=latency,
+        p95_latency_s=latency * 1.2,
+        cpu_s_per_million_records=cpu,
+        busy_fraction=0.5,
+        mean_interval_s=interval,
+    )
+    return Outcome(cfg, summary, records, Path("/nonexistent") / name)
 
 
 def test_config_roles_names_and_baselines() -> None:
     base = {"workload": "reduce", "profile": "constant:100", "duration_s": 10}
     assert Config("a", controller="static", **base).role == "static"
     assert Config("b", controller="fixed-point", **base).role == "adaptive"
-    sd, t1, t2 = core.spark_baselines(triggers=(1.0, 2.5), prefix="x-", **base)
+    sd, t1, t2 = model.spark_baselines(triggers=(1.0, 2.5), prefix="x-", **base)
     assert (sd.name, sd.role, sd.trigger) == ("x-spark-default", "spark-default", "default")
     assert (t1.name, t1.role, t1.trigger) == ("x-trigger-1s", "trigger", "processingTime:1s")
     assert t2.trigger == "processingTime:2.5s"
-    sweep = core.static_sweep((0.5, 2), blocks=4, **base)
+    sweep = model.static_sweep((0.5, 2), blocks=4, **base)
     assert [c.name for c in sweep] == ["static-0.5s", "static-2s"]
     assert sweep[0].params == {"interval": 0.5, "blocks": 4}
     cfg = sweep[0].run_config(Path("/tmp/r"), seed=7, master="local[2]")
@@ -107,24 +110,24 @@ def test_oracle_is_the_best_stable_static_within_the_group() -> None:
         outcome("sd", "spark-default", 1.0, 140),
         outcome("t1", "spark-default", 1.5, 90, trigger="processingTime:1s"),
     ]
-    assert core.oracle(outs, "g").name == "s-1"  # the unstable 0.5 s is faster but excluded
-    assert core.oracle(outs, "h").name == "other-s"
-    assert core.spark_default(outs, "g").name == "sd"
-    assert core.spark_default(outs, "h") is None
-    r = core.ratios(core.by_name(outs, "fp"), outs)
+    assert ratios.oracle(outs, "g").name == "s-1"  # the unstable 0.5 s is faster but excluded
+    assert ratios.oracle(outs, "h").name == "other-s"
+    assert ratios.spark_default(outs, "g").name == "sd"
+    assert ratios.spark_default(outs, "h") is None
+    r = ratios.ratios(model.by_name(outs, "fp"), outs)
     assert r["latency_to_oracle"] == pytest.approx(1.25)
     assert r["cpu_to_oracle"] == pytest.approx(70 / 80)
     assert r["latency_to_default"] == pytest.approx(2.5)
     assert r["cpu_to_default"] == pytest.approx(0.5)
-    lone = core.ratios(core.by_name(outs, "other-s"), outs)
+    lone = ratios.ratios(model.by_name(outs, "other-s"), outs)
     assert lone["latency_to_oracle"] == 1.0 and math.isnan(lone["latency_to_default"])
     with pytest.raises(AdabatchError, match="no outcome named 'zz'"):
-        core.by_name(outs, "zz")
+        model.by_name(outs, "zz")
 
 
 def test_no_stable_static_means_no_oracle_and_the_table_says_so() -> None:
     outs = [outcome("s", "static", 1.0, 10, stable=False), outcome("fp", "fixed-point", 2, 5)]
-    assert core.oracle(outs) is None
+    assert ratios.oracle(outs) is None
     table = report.standard_table(outs)
     assert "none (no static interval was stable)" in table.note
     row = dict(zip(table.columns, table.rows[1], strict=True))
@@ -243,27 +246,33 @@ def test_csv_section_and_results_page(tmp_path: Path) -> None:
 
 def test_prepare_dir_refuses_to_mix_runs(tmp_path: Path) -> None:
     d = tmp_path / "exp"
-    core.prepare_dir(d, force=False, resume=False)
+    resume.prepare_dir(d, force=False, resume=False)
     (d / "x").write_text("1")
     with pytest.raises(AdabatchError, match="already holds results"):
-        core.prepare_dir(d, force=False, resume=False)
+        resume.prepare_dir(d, force=False, resume=False)
     with pytest.raises(AdabatchError, match="not written by adabatch bench"):
-        core.prepare_dir(d, force=True, resume=False)
+        resume.prepare_dir(d, force=True, resume=False)
     assert (d / "x").exists()
-    core.prepare_dir(d, force=False, resume=True)
+    resume.prepare_dir(d, force=False, resume=True)
     assert (d / "x").exists()
-    (d / core.MARKER).write_text("{}")
-    core.prepare_dir(d, force=True, resume=False)
+    (d / resume.MARKER).write_text("{}")
+    resume.prepare_dir(d, force=True, resume=False)
     assert d.is_dir() and not any(d.iterdir())
 
 
 def test_registry_knows_the_issue_order_and_rejects_unknown_names() -> None:
-    assert core.names()[:5] == ["static-vs-adaptive", "timeline", "gradient", "keys", "resources"]
-    assert core.get_experiment("timeline").name == "timeline"
+    assert registry.names()[:5] == [
+        "static-vs-adaptive",
+        "timeline",
+        "gradient",
+        "keys",
+        "resources",
+    ]
+    assert registry.get_experiment("timeline").name == "timeline"
     with pytest.raises(AdabatchError, match="unknown experiment 'nope': allowed all"):
-        core.get_experiment("nope")
-    for name in core.names():
-        assert name in core.available()
+        registry.get_experiment("nope")
+    for name in registry.names():
+        assert name in registry.available()
 
 
 QUICK_BUDGET_S = 130.0  # stream seconds of one --quick experiment (follow-ups estimated)
@@ -273,16 +282,16 @@ QUICK_TOTAL_BUDGET_S = 900.0  # all of them: CI runs every one on real Spark
 def quick_stream_s(name: str) -> float:
     """Planned stream seconds of ``name --quick``: its configs, and each follow-up as long
     as the longest config."""
-    exp = core.get_experiment(name)
+    exp = registry.get_experiment(name)
     settings = Settings(Path("/tmp/unused"), quick=True)
     configs = exp.configs(settings)
     longest = max(c.duration_s for c in configs)
     return sum(c.duration_s for c in configs) + longest * exp.planned_followups(settings)
 
 
-@pytest.mark.parametrize("name", core.names())
+@pytest.mark.parametrize("name", registry.names())
 def test_quick_versions_stay_within_the_ci_budget(name: str) -> None:
-    configs = core.get_experiment(name).configs(Settings(Path("/tmp/unused"), quick=True))
+    configs = registry.get_experiment(name).configs(Settings(Path("/tmp/unused"), quick=True))
     assert all(c.duration_s > 0 for c in configs)
     assert quick_stream_s(name) <= QUICK_BUDGET_S
     names = [c.name for c in configs]
@@ -290,12 +299,12 @@ def test_quick_versions_stay_within_the_ci_budget(name: str) -> None:
 
 
 def test_all_quick_versions_together_stay_within_the_ci_budget() -> None:
-    assert sum(quick_stream_s(n) for n in core.names()) <= QUICK_TOTAL_BUDGET_S
+    assert sum(quick_stream_s(n) for n in registry.names()) <= QUICK_TOTAL_BUDGET_S
 
 
-@pytest.mark.parametrize("name", core.names())
+@pytest.mark.parametrize("name", registry.names())
 def test_every_full_experiment_includes_sparks_default_trigger(name: str) -> None:
-    exp = core.get_experiment(name)
+    exp = registry.get_experiment(name)
     settings = Settings(Path("/tmp/unused"), quick=False)
     if exp.planned_followups(settings):
         pytest.skip("its Spark baselines are follow-ups chosen from the first runs")
@@ -303,7 +312,7 @@ def test_every_full_experiment_includes_sparks_default_trigger(name: str) -> Non
 
 
 def test_full_static_vs_adaptive_covers_every_workload_rate_and_baseline() -> None:
-    configs = core.get_experiment("static-vs-adaptive").configs(Settings(Path("/tmp/u")))
+    configs = registry.get_experiment("static-vs-adaptive").configs(Settings(Path("/tmp/u")))
     groups = {c.group for c in configs}
     assert len(groups) == 8
     for g in groups:

@@ -15,7 +15,7 @@ import pytest
 
 from adabatch.bench.experiments.load import BackgroundLoad, LoadSchedule, LoadWindow, _start_time
 from adabatch.errors import AdabatchError
-from adabatch.runs import cpu as cost
+from adabatch.runs import cpu
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -41,7 +41,7 @@ def test_workers_burn_cpu_outside_our_tree_and_stop() -> None:
     try:
         pids = load.pids
         assert len(pids) == 2 and load.running
-        tree = {p.pid for p in cost.snapshot().processes}
+        tree = {p.pid for p in cpu.snapshot().processes}
         assert not tree & set(pids)  # not charged to Spark's run
         before = [cpu_s(p) for p in pids]
         time.sleep(1.5)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from adabatch.bench import core
+from adabatch.bench import model, registry, resume, runner
 from adabatch.cli import main
 
 pytestmark = pytest.mark.spark
@@ -31,27 +31,27 @@ def spark():
     return get_spark("local[2]", conf=SPARK_CONF)
 
 
-def check_files(result: core.ExperimentResult) -> None:
+def check_files(result: model.ExperimentResult) -> None:
     exp_dir = result.dir
-    assert (exp_dir / core.MARKER).is_file()
+    assert (exp_dir / resume.MARKER).is_file()
     rows = list(csv.DictReader((exp_dir / "summaries.csv").open()))
     assert [r["config"] for r in rows] == [o.name for o in result.outcomes]
     for o in result.outcomes:
         assert (o.dir / "metrics.jsonl").is_file() and (o.dir / "summary.json").is_file()
-        assert o.summary["batches"] > 0
-        assert o.summary["cpu_s_per_million_records"] is not None
+        assert o.summary.batches > 0
+        assert o.summary.extra["cpu_s_per_million_records"] is not None
     for fig in result.analysis.figures:
         assert fig.path.is_file() and fig.path.stat().st_size > 1000
     section = result.section.read_text()
     assert result.experiment.title in section and "CPU s/M rec" in section
     assert any(f.path.name.startswith("latency-vs-cost") for f in result.analysis.figures)
-    marker = json.loads((exp_dir / core.MARKER).read_text())
+    marker = json.loads((exp_dir / resume.MARKER).read_text())
     assert marker["quick"] is result.settings.quick and len(marker["verdicts"]) == len(
         result.analysis.verdicts
     )
 
 
-def check_resume(result: core.ExperimentResult, capsys) -> None:
+def check_resume(result: model.ExperimentResult, capsys) -> None:
     """``--resume`` after a finished run re-runs nothing and rewrites the same table; a
     plain second run into the same directory is refused."""
     out = str(result.settings.out)
@@ -70,14 +70,14 @@ def check_resume(result: core.ExperimentResult, capsys) -> None:
 RETRIES = 1  # see the module docstring
 
 
-def run_quick(name: str, spark, root: Path) -> tuple[core.ExperimentResult, list[str]]:
+def run_quick(name: str, spark, root: Path) -> tuple[model.ExperimentResult, list[str]]:
     """Run ``name --quick``, once more if a headline fails; the last result and the
     failures of every attempt."""
     failures: list[str] = []
     for attempt in range(RETRIES + 1):
-        settings = core.Settings(root / f"run-{attempt}", quick=True, seed=0, master="local[2]")
-        result = core.run_experiment(
-            core.get_experiment(name), settings, spark=spark, progress=False
+        settings = model.Settings(root / f"run-{attempt}", quick=True, seed=0, master="local[2]")
+        result = runner.run_experiment(
+            registry.get_experiment(name), settings, spark=spark, progress=False
         )
         check_files(result)
         failed = [f"{v.claim}: {v.evidence}" for v in result.failed_headlines]
@@ -90,7 +90,7 @@ def run_quick(name: str, spark, root: Path) -> tuple[core.ExperimentResult, list
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("name", core.names())
+@pytest.mark.parametrize("name", registry.names())
 def test_quick_experiment_holds_its_headline(name: str, spark, tmp_path: Path, capsys) -> None:
     result, failures = run_quick(name, spark, tmp_path)
     heads = [v for v in result.analysis.verdicts if v.headline]
@@ -102,11 +102,11 @@ def test_quick_experiment_holds_its_headline(name: str, spark, tmp_path: Path, c
 
 @pytest.mark.slow
 @pytest.mark.timeout(7200)
-@pytest.mark.parametrize("name", core.names())
+@pytest.mark.parametrize("name", registry.names())
 def test_full_experiment_runs(name: str, spark, tmp_path: Path) -> None:
-    exp = core.get_experiment(name)
-    settings = core.Settings(tmp_path, quick=False, seed=0, master="local[2]")
-    result = core.run_experiment(exp, settings, spark=spark, progress=False)
+    exp = registry.get_experiment(name)
+    settings = model.Settings(tmp_path, quick=False, seed=0, master="local[2]")
+    result = runner.run_experiment(exp, settings, spark=spark, progress=False)
     assert len(result.outcomes) >= len(exp.configs(settings))
     assert result.analysis.verdicts
     assert any(o.config.role == "spark-default" for o in result.outcomes)

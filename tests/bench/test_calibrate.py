@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adabatch.bench.core import Settings
 from adabatch.bench.experiments.calibrate import (
     Phases,
     calibration_for,
@@ -20,6 +19,7 @@ from adabatch.bench.experiments.calibrate import (
     model_for,
     steps_profile,
 )
+from adabatch.bench.model import Settings
 from adabatch.cli import main
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
@@ -155,8 +155,8 @@ def test_other_experiments_use_a_calibration_of_the_same_mode_only(tmp_path: Pat
 @pytest.mark.spark
 @pytest.mark.slow  # a whole quick experiment on Spark: minutes; left out of CI
 def test_quick_calibration_on_spark_fits_and_predicts_held_out_runs(tmp_path: Path) -> None:
-    from adabatch.bench.core import run_experiment
     from adabatch.bench.experiments.calibrate import EXPERIMENT
+    from adabatch.bench.runner import run_experiment
 
     result = run_experiment(EXPERIMENT, Settings(out=tmp_path, quick=True), progress=False)
     path = calibration_path(tmp_path, "reduce")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from adabatch.bench.core import Config, Context, Outcome, Settings, get_experiment
+from adabatch.bench.model import Config, Context, Outcome, Settings
+from adabatch.bench.registry import get_experiment
 from adabatch.runs.simulated import make_scenario, simulate
 
 TRUTH = {"overhead_s": 0.35, "per_record_s": 1e-6, "per_block_s": 0.04, "sigma": 0.05}
@@ -43,7 +44,7 @@ def simulated_one(name: str, c: Config, settings: Settings, model: dict | None) 
     result = simulate(sc, c.controller, dict(c.params))
     run_dir = settings.out / name / c.name
     run_dir.mkdir(parents=True, exist_ok=True)
-    return Outcome(c, dict(result.summary), result.records, run_dir)
+    return Outcome(c, result.summary, result.records, run_dir)
 
 
 def analyze(name: str, settings: Settings, outcomes: list[Outcome]):

@@ -13,6 +13,7 @@ import pytest
 from adabatch.bench.experiments import deadline as bench
 from adabatch.deadline.core.cost import AggregationCost, LinearCost, PiecewiseLinearCost
 from adabatch.deadline.spark.cost_profile import CostProfile, SweepPoint
+from adabatch.deadline.spark.queries import QUERY_NAMES
 from adabatch.deadline.spark.tpch import Manifest, Slot
 from adabatch.errors import AdabatchError
 
@@ -118,33 +119,31 @@ def test_simulated_grid_covers_the_papers_figures(profiles, tmp_path) -> None:
         out=tmp_path, sim_deltas=(1.0, 0.1), sim_window_s=600.0, sim_c_max=10.0
     )
     rows = bench.simulate_grid(_manifest(), profiles, config)
-    figures = {r["figure"] for r in rows}
+    figures = {r.figure for r in rows}
     assert figures == {"fig7", "fig8", "fig10", "fig11"}
-    fig7 = [r for r in rows if r["figure"] == "fig7"]
-    assert {r["strategy"] for r in fig7} == {"llf", "edf", "sjf", "rr"}
-    assert {r["strategy"] for r in rows if r["figure"] == "fig8"} == {"edf", "llf"}
-    assert {r["rate"] for r in rows if r["figure"] == "fig10"} == set(bench.RATE_PROFILES)
-    assert {r["time_trigger"] for r in fig7} == {"budget"}
+    fig7 = [r for r in rows if r.figure == "fig7"]
+    assert {r.strategy for r in fig7} == {"llf", "edf", "sjf", "rr"}
+    assert {r.strategy for r in rows if r.figure == "fig8"} == {"edf", "llf"}
+    assert {r.rate for r in rows if r.figure == "fig10"} == set(bench.RATE_PROFILES)
+    assert {r.time_trigger for r in fig7} == {"budget"}
     for figure in ("fig10", "fig11"):  # the paper's rule next to the cost-bounded one
-        sub = [r for r in rows if r["figure"] == figure]
-        assert {r["time_trigger"] for r in sub} == {"budget", "always"}
+        sub = [r for r in rows if r.figure == figure]
+        assert {r.time_trigger for r in sub} == {"budget", "always"}
         assert len(sub) == 2 * len(bench.RATE_PROFILES) * 4
-    late = {r["rate"]: r["late_s"] for r in rows if r["figure"] == "fig10"}
+    late = {r.rate: r.late_s for r in rows if r.figure == "fig10"}
     assert late["VR3"] == pytest.approx(20 / 30 * 10.0) and late["FR"] == 0.0
     for r in rows:
-        bounded = r["time_trigger"] == "budget" and r["rsf"] == 0.5 and r["min_batch"]
-        if r["strategy"] in ("edf", "llf") and r["schedulable"] and bounded:
-            assert r["all_met"], r
-            assert r["normalised_cost"] <= 1.5 + 1e-9, r
+        bounded = r.time_trigger == "budget" and r.rsf == 0.5 and r.min_batch
+        if r.strategy in ("edf", "llf") and r.schedulable and bounded:
+            assert r.all_met, r
+            assert r.normalised_cost <= 1.5 + 1e-9, r
     # without MinBatchSize every landed file is a batch: more batches, higher cost
     for delta in (1.0, 0.1):
-        with_mb = next(r for r in fig7 if r["strategy"] == "edf" and r["delta"] == delta)
+        with_mb = next(r for r in fig7 if r.strategy == "edf" and r.delta == delta)
         without = next(
-            r
-            for r in rows
-            if r["figure"] == "fig8" and r["strategy"] == "edf" and r["delta"] == delta
+            r for r in rows if r.figure == "fig8" and r.strategy == "edf" and r.delta == delta
         )
-        assert without["batches"] > with_mb["batches"]
+        assert without.batches > with_mb.batches
 
 
 def test_sim_c_max_is_the_largest_min_batch_cost_unless_given(profiles) -> None:
@@ -159,11 +158,11 @@ def test_sim_c_max_is_the_largest_min_batch_cost_unless_given(profiles) -> None:
         max(s.cost.cost(mb.size) for s, mb in zip(specs, sizes, strict=True))
     )
     rows = bench.simulate_grid(_manifest(), profiles, config)
-    assert all(r["c_max"] == pytest.approx(c_max) for r in rows)
+    assert all(r.c_max == pytest.approx(c_max) for r in rows)
     for r in rows:
-        fixed_rate = r["rate"] == "FR" and r["rsf"] == 0.5
-        if r["strategy"] in ("edf", "llf") and r["min_batch"] and fixed_rate:
-            assert r["normalised_cost"] <= 1.5 + 1e-9
+        fixed_rate = r.rate == "FR" and r.rsf == 0.5
+        if r.strategy in ("edf", "llf") and r.min_batch and fixed_rate:
+            assert r.normalised_cost <= 1.5 + 1e-9
     given = bench.BenchConfig(out=Path("/tmp"), sim_c_max=7.5)
     assert bench.sim_c_max(_manifest(), profiles, given) == 7.5
 
@@ -223,7 +222,7 @@ def test_report_renders_tables_and_figures(profiles, tmp_path) -> None:
                 "correct": True,
             }
         ],
-        "simulation": bench.simulate_grid(manifest, profiles, config),
+        "simulation": [r.to_json() for r in bench.simulate_grid(manifest, profiles, config)],
         "elapsed_s": 12.0,
     }
     docs = tmp_path / "docs" / "deadline.md"
@@ -273,7 +272,7 @@ def _args(**over) -> argparse.Namespace:
 
 def test_bench_config_from_arguments() -> None:
     full = bench.bench_config(_args())
-    assert full.queries == bench.QUERY_NAMES and full.factors == bench.PAPER_FACTORS
+    assert full.queries == QUERY_NAMES and full.factors == bench.PAPER_FACTORS
     quick = bench.bench_config(_args(quick=True, out="o"))
     assert quick.quick and quick.scale_factor == 0.01 and quick.data == Path("o/data")
     picked = bench.bench_config(_args(queries="Q6,cq1", factors=[1.0, 0.5], margin=1.5))

@@ -10,7 +10,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import ScalarFormatter
 
-from adabatch.bench.core import Figure, Outcome
+from adabatch.bench.model import Figure, Outcome
 from adabatch.outputs import save_figure
 
 ROLE_MARKERS = {"static": "o", "adaptive": "*", "spark-default": "s", "trigger": "D"}

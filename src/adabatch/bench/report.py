@@ -1,7 +1,7 @@
 """Tables, CSV, the Markdown section of an experiment, and ``docs/results.md``.
 
 Every table reports cost next to latency (CPU s per million records, busy fraction) and
-ratios measured within the experiment's run (:func:`adabatch.bench.core.ratios`).
+ratios measured within the experiment's run (:func:`adabatch.bench.ratios.ratios`).
 """
 
 from __future__ import annotations
@@ -17,13 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adabatch.bench.core import Outcome, oracle, ratios, spark_default
+from adabatch.bench.model import Outcome
+from adabatch.bench.ratios import oracle, ratios, spark_default
 from adabatch.errors import check_name
 from adabatch.outputs import mark_dir, remove_tree, write_atomic
+from adabatch.report import markdown
+from adabatch.report.text import fmt, fmt_ratio
 from adabatch.urls import redact_url
 
 if TYPE_CHECKING:
-    from adabatch.bench.core import ExperimentResult
+    from adabatch.bench.model import ExperimentResult
 
 # Summary fields of summaries.csv, after the config's own fields and before the ratios.
 CSV_FIELDS = (
@@ -65,33 +68,7 @@ class Table:
     note: str = ""
 
     def markdown(self) -> str:
-        lines = []
-        if self.title:
-            lines += [f"**{self.title}**", ""]
-        lines.append("| " + " | ".join(self.columns) + " |")
-        lines.append("|" + "|".join("---" for _ in self.columns) + "|")
-        for row in self.rows:
-            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
-        if self.note:
-            lines += ["", self.note]
-        return "\n".join(lines)
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    """A table cell: ``-`` for missing/NaN, yes/NO for booleans, numbers to ``digits``."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "NO"
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf"
-        return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.{digits}f}"
-    return str(value)
-
-
-def fmt_ratio(value: float) -> str:
-    return "-" if not math.isfinite(value) else f"{value:.2f}x"
+        return markdown.table(self.columns, self.rows, title=self.title, note=self.note)
 
 
 def describe_config(outcome: Outcome) -> str:
@@ -409,20 +386,10 @@ def write_raw_metrics(outcomes: Sequence[Outcome], path: Path) -> Path:
     return path
 
 
-def write_results_page(
-    results: Sequence[ExperimentResult],
-    docs_dir: Path,
-    *,
-    command: str,
-    facts: Mapping[str, str],
-    missing: Sequence[str] = (),
-    quick: bool = False,
-) -> Path:
-    """Regenerate ``docs_dir/results.md`` from scratch, copying every figure and CSV to
-    ``docs_dir/results/EXPERIMENT/``. A ``quick`` page says so at the top: its runs are
-    the CI smoke sizes, shorter and with fewer configurations than the full ones."""
+def _publish_sections(results: Sequence[ExperimentResult], docs_dir: Path) -> list[str]:
+    """Copy every figure, CSV and the raw metrics to ``docs_dir/results/EXPERIMENT/``
+    (the directory replaced) and return each experiment's section linking to them."""
     assets = docs_dir / "results"
-    page = docs_dir / "results.md"
     docs_dir.mkdir(parents=True, exist_ok=True)
     remove_tree(assets, inside=docs_dir, what="results directory")  # only one we made
     mark_dir(assets, what="results directory")
@@ -438,13 +405,40 @@ def write_results_page(
         write_raw_metrics(result.outcomes, target / RAW_METRICS)
         moved = _relocated(result, copied, target / result.csv.name)
         sections.append(section_markdown(moved, link_base=docs_dir))
+    return sections
+
+
+def _headlines(results: Sequence[ExperimentResult], missing: Sequence[str]) -> list[str]:
+    """Every headline verdict, how many did not hold, and what did not run."""
+    lines = []
+    for r in results:
+        for v in (v for v in r.analysis.verdicts if v.headline):
+            lines.append(
+                f"- `{r.experiment.name}`: {v.claim} — {'holds' if v.holds else 'does NOT hold'}."
+            )
+    failed = [v for r in results for v in r.analysis.verdicts if v.headline and not v.holds]
+    if failed:
+        lines += ["", f"{len(failed)} headline claim(s) did not hold on this run (see below)."]
+    if missing:
+        lines += ["", "Not run: " + "; ".join(missing) + "."]
+    return lines
+
+
+def write_results_page(
+    results: Sequence[ExperimentResult],
+    docs_dir: Path,
+    *,
+    command: str,
+    facts: Mapping[str, str],
+    missing: Sequence[str] = (),
+    quick: bool = False,
+) -> Path:
+    """Regenerate ``docs_dir/results.md`` from scratch, copying every figure and CSV to
+    ``docs_dir/results/EXPERIMENT/``. A ``quick`` page says so at the top: its runs are
+    the CI smoke sizes, shorter and with fewer configurations than the full ones."""
+    page = docs_dir / "results.md"
+    sections = _publish_sections(results, docs_dir)
     facts_line = "; ".join(f"{k} {v}" for k, v in facts.items())
-    failed = [
-        f"`{r.experiment.name}`: {v.claim}"
-        for r in results
-        for v in r.analysis.verdicts
-        if v.headline and not v.holds
-    ]
     lines = [
         "# adabatch results: the papers' experiments on real Spark",
         "",
@@ -473,16 +467,7 @@ def write_results_page(
         "## Headlines",
         "",
     ]
-    for r in results:
-        heads = [v for v in r.analysis.verdicts if v.headline]
-        for v in heads:
-            lines.append(
-                f"- `{r.experiment.name}`: {v.claim} — {'holds' if v.holds else 'does NOT hold'}."
-            )
-    if failed:
-        lines += ["", f"{len(failed)} headline claim(s) did not hold on this run (see below)."]
-    if missing:
-        lines += ["", "Not run: " + "; ".join(missing) + "."]
+    lines += _headlines(results, missing)
     lines += [
         "",
         "## Who wins: Spark's default trigger or an adabatch controller",

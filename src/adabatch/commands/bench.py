@@ -7,7 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from adabatch.bench import core
+from adabatch.bench import model, registry, runner
+from adabatch.commands import Command
 from adabatch.errors import AdabatchError, shown
 from adabatch.urls import redact_url
 
@@ -16,7 +17,7 @@ HELP = "run an experiment (or all) on real Spark: metrics, summaries.csv, figure
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("experiment", help=f"all, or one of: {', '.join(core.names())}")
+    parser.add_argument("experiment", help=f"all, or one of: {', '.join(registry.names())}")
     parser.add_argument("--out", required=True, help="output root (writes OUT/EXPERIMENT/)")
     parser.add_argument("--quick", action="store_true", help="short CI version; asserts headline")
     parser.add_argument("--master", default="local[2]", help="Spark master URL")
@@ -49,7 +50,7 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def _print_result(result: core.ExperimentResult) -> None:
+def _print_result(result: model.ExperimentResult) -> None:
     print(f"{result.experiment.name}: {len(result.outcomes)} configs, {result.wall_s:.0f} s")
     for v in result.analysis.verdicts:
         mark = "ok  " if v.holds else "FAIL" if v.headline else "no  "
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if args.force and args.resume:
         msg = "--force and --resume exclude each other"
         raise AdabatchError(msg)
-    settings = core.Settings(
+    settings = model.Settings(
         out=Path(args.out),
         quick=args.quick,
         seed=_seed(args.seed),
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     )
     kwargs = {"force": args.force, "resume": args.resume, "progress": not args.no_progress}
     if args.experiment == "all":
-        results, page, skipped = core.run_all(settings, docs_dir=Path(args.docs), **kwargs)
+        results, page, skipped = runner.run_all(settings, docs_dir=Path(args.docs), **kwargs)
         for result in results:
             _print_result(result)
         for line in skipped:
@@ -80,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
         if args.quick and skipped:
             return 1
     else:
-        experiment = core.get_experiment(args.experiment)
-        results = [core.run_experiment(experiment, settings, **kwargs)]
+        experiment = registry.get_experiment(args.experiment)
+        results = [runner.run_experiment(experiment, settings, **kwargs)]
         _print_result(results[0])
     failed = [(r, v) for r in results for v in r.failed_headlines]
     if args.quick and failed:
@@ -92,3 +93,6 @@ def run(args: argparse.Namespace) -> int:
             )
         return 1
     return 0
+
+
+COMMAND = Command(NAME, HELP, add_arguments, run)

@@ -31,7 +31,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,
@@ -164,40 +164,7 @@ class Convergence(Experiment):
         s = schedule(ctx.settings.quick)
         times = {o.name: s.times(o.records) for o in outcomes}
         sim = simulated_times(s)
-        rows = []
-        for o in outcomes:
-            first, second = times[o.name]
-            sim_first, sim_second = sim.get(o.config.controller, (math.nan, math.nan))
-            rows.append(
-                (
-                    o.name,
-                    _fmt_s(first),
-                    _fmt_s(second),
-                    _fmt_s(sim_first),
-                    _fmt_s(sim_second),
-                    report.fmt(o.get("mean_latency_s"), 2),
-                    report.fmt(o.stable),
-                    report.fmt(o.get("cpu_s_per_million_records"), 1),
-                    report.fmt(o.get("busy_fraction"), 2),
-                )
-            )
-        table = report.Table(
-            "Time to converge after the step to the high rate (s)",
-            (
-                "config",
-                "1st time (Spark)",
-                "2nd time (Spark)",
-                "1st (sim, median)",
-                "2nd (sim, median)",
-                "latency x+q+p (s)",
-                "stable",
-                "CPU s/M rec",
-                "busy",
-            ),
-            tuple(rows),
-            "Spark-default has no interval of its own to converge: its intervals are the "
-            "previous batch's processing time, shown for comparison.",
-        )
+        table = _times_table(outcomes, times, sim)
         iso_first, iso_second = times["isotonic"]
         fp_first, fp_second = times["fixed-point"]
         verdicts = (
@@ -250,6 +217,48 @@ class Convergence(Experiment):
             paper=paper,
             verdicts=verdicts,
         )
+
+
+def _times_table(
+    outcomes: Sequence[Outcome],
+    times: dict[str, tuple[float, float]],
+    sim: dict[str, tuple[float, float]],
+) -> report.Table:
+    """Each run's times to converge after the two steps up, next to the simulator's."""
+    rows = []
+    for o in outcomes:
+        first, second = times[o.name]
+        sim_first, sim_second = sim.get(o.config.controller, (math.nan, math.nan))
+        rows.append(
+            (
+                o.name,
+                _fmt_s(first),
+                _fmt_s(second),
+                _fmt_s(sim_first),
+                _fmt_s(sim_second),
+                report.fmt(o.get("mean_latency_s"), 2),
+                report.fmt(o.stable),
+                report.fmt(o.get("cpu_s_per_million_records"), 1),
+                report.fmt(o.get("busy_fraction"), 2),
+            )
+        )
+    return report.Table(
+        "Time to converge after the step to the high rate (s)",
+        (
+            "config",
+            "1st time (Spark)",
+            "2nd time (Spark)",
+            "1st (sim, median)",
+            "2nd (sim, median)",
+            "latency x+q+p (s)",
+            "stable",
+            "CPU s/M rec",
+            "busy",
+        ),
+        tuple(rows),
+        "Spark-default has no interval of its own to converge: its intervals are the "
+        "previous batch's processing time, shown for comparison.",
+    )
 
 
 def _le(a: float, b: float) -> bool:

@@ -40,7 +40,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.experiments.calibrate import known_facts, model_for
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,
@@ -51,7 +52,6 @@ from adabatch.bench.core import (
     Verdict,
     spark_baselines,
 )
-from adabatch.bench.experiments.calibrate import known_facts, model_for
 from adabatch.outputs import save_figure
 from adabatch.profiles import RateProfile, parse_profile
 from adabatch.runs.simulated import Scenario, simulate
@@ -114,8 +114,8 @@ def _sim_latency(model: CostModel, profile: RateProfile, duration_s: float, x: f
     for seed in SIM_SEEDS:
         sc = Scenario(model, profile, duration_s, seed, skip_s=min(WARMUP_S, duration_s / 2))
         s = simulate(sc, "static", {"interval": x, "blocks": k}).summary
-        stable = stable and bool(s["stable"])
-        lat.append(s["mean_latency_s"])
+        stable = stable and s.stable
+        lat.append(s.mean_latency_s)
     return float(np.mean(lat)), stable
 
 
@@ -276,13 +276,7 @@ class Dybbs(Experiment):
             per_level = {o.name: level_latencies(o, s, profile) for o in mine}
             weighted = {o.name: time_weighted(per_level[o.name], shares) for o in mine}
             statics = [o for o in mine if o.config.role == "static"]
-            opt_levels = {
-                lvl: min(
-                    (per_level[o.name][lvl] for o in statics if lvl in per_level[o.name]),
-                    default=math.nan,
-                )
-                for lvl in shares
-            }
+            opt_levels = _best_per_level(statics, per_level, shares)
             opt = time_weighted(opt_levels, shares)
             choice = self.choice(settings, s)
             fixbi = _find(mine, _static_name(s, *choice.fixbi))
@@ -316,47 +310,8 @@ class Dybbs(Experiment):
             )
             tables.append(report.Table(table.title, table.columns, table.rows, note))
             bars.append((s.key, {k: weighted[o.name] for k, o in named.items() if o}, opt))
-            fp, iso = named["FPI (fixed-point)"], named["DyBBS (isotonic)"]
-            iso_fixed = named["DyBBS fixed 100 ms blocks"]
-            if iso is not None:
-                verdicts.append(
-                    Verdict(
-                        f"{s.key}: isotonic stays stable under the varying rate",
-                        iso.stable,
-                        f"final queue {iso.summary.get('final_queue_len')}, queue slope "
-                        f"{iso.get('queue_slope'):.3f}",
-                        headline=True,
-                    )
-                )
-            if iso is not None and fp is not None:
-                a, b = weighted[iso.name], weighted[fp.name]
-                verdicts.append(
-                    Verdict(
-                        f"{s.key}: isotonic has a lower latency than fixed-point (Fig. 5)",
-                        _lt(a, b),
-                        f"{a:.2f} s vs {b:.2f} s per-level ({_pct(a, b)})",
-                        headline=not settings.quick,
-                    )
-                )
-            if iso is not None and iso_fixed is not None:
-                a, b = weighted[iso.name], weighted[iso_fixed.name]
-                verdicts.append(
-                    Verdict(
-                        f"{s.key}: block sizing lowers isotonic's latency below the fixed "
-                        "100 ms block interval",
-                        _lt(a, b),
-                        f"{a:.2f} s vs {b:.2f} s",
-                    )
-                )
-            if iso is not None and fixbi is not None:
-                a, b = weighted[iso.name], weighted[fixbi.name]
-                verdicts.append(
-                    Verdict(
-                        f"{s.key}: isotonic beats the best static pair (FixBI)",
-                        _lt(a, b),
-                        f"{a:.2f} s vs {b:.2f} s",
-                    )
-                )
+            verdicts += _scenario_verdicts(s.key, named, fixbi, weighted, quick=settings.quick)
+            iso = named["DyBBS (isotonic)"]
             if iso is not None:
                 a = weighted[iso.name]
                 notes.append(
@@ -387,6 +342,76 @@ class Dybbs(Experiment):
             ),
             verdicts=tuple(verdicts),
         )
+
+
+def _best_per_level(
+    statics: Sequence[Outcome],
+    per_level: dict[str, dict[int, float]],
+    shares: dict[int, float],
+) -> dict[int, float]:
+    """OPT's latency per rate level: the best static run's there (NaN if none ran it)."""
+    return {
+        lvl: min(
+            (per_level[o.name][lvl] for o in statics if lvl in per_level[o.name]),
+            default=math.nan,
+        )
+        for lvl in shares
+    }
+
+
+def _scenario_verdicts(
+    key: str,
+    named: dict[str, Outcome | None],
+    fixbi: Outcome | None,
+    weighted: dict[str, float],
+    *,
+    quick: bool,
+) -> list[Verdict]:
+    """Scenario ``key``'s verdicts on isotonic against fixed-point, the fixed 100 ms block
+    interval and FixBI, on the time-weighted per-level latencies ``weighted``."""
+    verdicts = []
+    fp, iso = named["FPI (fixed-point)"], named["DyBBS (isotonic)"]
+    iso_fixed = named["DyBBS fixed 100 ms blocks"]
+    if iso is not None:
+        verdicts.append(
+            Verdict(
+                f"{key}: isotonic stays stable under the varying rate",
+                iso.stable,
+                f"final queue {iso.summary.final_queue_len}, queue slope "
+                f"{iso.get('queue_slope'):.3f}",
+                headline=True,
+            )
+        )
+    if iso is not None and fp is not None:
+        a, b = weighted[iso.name], weighted[fp.name]
+        verdicts.append(
+            Verdict(
+                f"{key}: isotonic has a lower latency than fixed-point (Fig. 5)",
+                _lt(a, b),
+                f"{a:.2f} s vs {b:.2f} s per-level ({_pct(a, b)})",
+                headline=not quick,
+            )
+        )
+    if iso is not None and iso_fixed is not None:
+        a, b = weighted[iso.name], weighted[iso_fixed.name]
+        verdicts.append(
+            Verdict(
+                f"{key}: block sizing lowers isotonic's latency below the fixed "
+                "100 ms block interval",
+                _lt(a, b),
+                f"{a:.2f} s vs {b:.2f} s",
+            )
+        )
+    if iso is not None and fixbi is not None:
+        a, b = weighted[iso.name], weighted[fixbi.name]
+        verdicts.append(
+            Verdict(
+                f"{key}: isotonic beats the best static pair (FixBI)",
+                _lt(a, b),
+                f"{a:.2f} s vs {b:.2f} s",
+            )
+        )
+    return verdicts
 
 
 def _find(outcomes: Sequence[Outcome], name: str) -> Outcome | None:

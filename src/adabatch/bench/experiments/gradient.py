@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,

@@ -161,7 +161,7 @@ class LoadWindow:
 
 
 class LoadSchedule:
-    """A run hook (:class:`adabatch.bench.core.RunHook`): turns the background load on and
+    """A run hook (:class:`adabatch.bench.model.RunHook`): turns the background load on and
     off as the run's stream time enters and leaves each window; ``events`` records the
     stream times at which it actually did."""
 

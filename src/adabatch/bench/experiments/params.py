@@ -23,7 +23,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.experiments.calibrate import known_facts, model_for
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,
@@ -35,7 +36,6 @@ from adabatch.bench.core import (
     by_name,
     spark_baselines,
 )
-from adabatch.bench.experiments.calibrate import known_facts, model_for
 from adabatch.outputs import save_figure
 from adabatch.profiles import parse_profile
 from adabatch.runs.simulated import Scenario, simulate
@@ -116,9 +116,9 @@ def param_grid(
                     model, parse_profile(profile, seed=seed), duration_s, seed, skip_s=warmup_s
                 )
                 s = simulate(sc, "fixed-point", {"rho": rho, "r": r}).summary
-                ok.append(bool(s["stable"]))
-                if s["stable"]:
-                    lat.append(s["mean_latency_s"])
+                ok.append(s.stable)
+                if s.stable:
+                    lat.append(s.mean_latency_s)
             latency[i, j] = float(np.mean(lat)) if lat else np.nan
             stable[i, j] = float(np.mean(ok))
     return Grid(model.name, source, tuple(rhos), tuple(rs), latency, stable)
@@ -212,59 +212,8 @@ class Params(Experiment):
             if "calibration" in source:
                 grids.append(param_grid(model, SPARK_PROFILES[wl], source="calibrated"))
         heat = plot_grids(grids, ctx.path("rho-r-heatmap.png"))
-        sim_rows = []
-        for g in grids:
-            for i, rho in enumerate(g.rhos):
-                cells = [
-                    "unstable"
-                    if not np.isfinite(g.latency[i, j])
-                    else f"{g.latency[i, j]:.2f}" + ("" if g.stable[i, j] >= 1 else "*")
-                    for j in range(len(g.rs))
-                ]
-                sim_rows.append((g.workload, g.source, f"{rho:g}", *cells))
-        sim_table = report.Table(
-            "Simulated mean batch latency (s) by rho (rows) and r (columns)",
-            ("workload", "model", "rho", *(f"r={r:g}" for r in RS)),
-            tuple(sim_rows),
-            "* some seeds unstable (mean over the stable ones); unstable: every seed's queue grew.",
-        )
-        spark_rows = []
-        for o in outcomes:
-            if o.config.controller != "fixed-point":
-                continue
-            rho, r = o.config.params["rho"], o.config.params["r"]
-            g = next(g for g in grids if g.workload == o.config.workload)
-            sim_lat, _ = g.at(rho, r) if rho in g.rhos and r in g.rs else (math.nan, 0)
-            spark_rows.append(
-                (
-                    o.name,
-                    f"{rho:g}",
-                    f"{r:g}",
-                    report.fmt(o.stable),
-                    report.fmt(o.get("mean_interval_s"), 2),
-                    report.fmt(o.get("mean_latency_s"), 2),
-                    report.fmt(o.get("p95_latency_s"), 2),
-                    report.fmt(sim_lat, 2),
-                    report.fmt(o.get("cpu_s_per_million_records"), 1),
-                    report.fmt(o.get("busy_fraction"), 2),
-                )
-            )
-        spark_table = report.Table(
-            "fixed-point on Spark at a few (rho, r) points",
-            (
-                "config",
-                "rho",
-                "r",
-                "stable",
-                "interval (s)",
-                "latency x+q+p (s)",
-                "p95 (s)",
-                "sim latency, default model (s)",
-                "CPU s/M rec",
-                "busy",
-            ),
-            tuple(spark_rows),
-        )
+        sim_table = _sim_table(grids)
+        spark_table = _spark_table(outcomes, grids)
         verdicts = list(_verdicts(outcomes, grids))
         return Analysis(
             tables=(
@@ -289,6 +238,67 @@ class Params(Experiment):
             ),
             verdicts=tuple(verdicts),
         )
+
+
+def _sim_table(grids: Sequence[Grid]) -> report.Table:
+    """Simulated mean batch latency over the (rho, r) grid of each workload and model."""
+    sim_rows = []
+    for g in grids:
+        for i, rho in enumerate(g.rhos):
+            cells = [
+                "unstable"
+                if not np.isfinite(g.latency[i, j])
+                else f"{g.latency[i, j]:.2f}" + ("" if g.stable[i, j] >= 1 else "*")
+                for j in range(len(g.rs))
+            ]
+            sim_rows.append((g.workload, g.source, f"{rho:g}", *cells))
+    return report.Table(
+        "Simulated mean batch latency (s) by rho (rows) and r (columns)",
+        ("workload", "model", "rho", *(f"r={r:g}" for r in RS)),
+        tuple(sim_rows),
+        "* some seeds unstable (mean over the stable ones); unstable: every seed's queue grew.",
+    )
+
+
+def _spark_table(outcomes: Sequence[Outcome], grids: Sequence[Grid]) -> report.Table:
+    """The fixed-point runs on Spark next to the simulated latency at their (rho, r)."""
+    spark_rows = []
+    for o in outcomes:
+        if o.config.controller != "fixed-point":
+            continue
+        rho, r = o.config.params["rho"], o.config.params["r"]
+        g = next(g for g in grids if g.workload == o.config.workload)
+        sim_lat, _ = g.at(rho, r) if rho in g.rhos and r in g.rs else (math.nan, 0)
+        spark_rows.append(
+            (
+                o.name,
+                f"{rho:g}",
+                f"{r:g}",
+                report.fmt(o.stable),
+                report.fmt(o.get("mean_interval_s"), 2),
+                report.fmt(o.get("mean_latency_s"), 2),
+                report.fmt(o.get("p95_latency_s"), 2),
+                report.fmt(sim_lat, 2),
+                report.fmt(o.get("cpu_s_per_million_records"), 1),
+                report.fmt(o.get("busy_fraction"), 2),
+            )
+        )
+    return report.Table(
+        "fixed-point on Spark at a few (rho, r) points",
+        (
+            "config",
+            "rho",
+            "r",
+            "stable",
+            "interval (s)",
+            "latency x+q+p (s)",
+            "p95 (s)",
+            "sim latency, default model (s)",
+            "CPU s/M rec",
+            "busy",
+        ),
+        tuple(spark_rows),
+    )
 
 
 def _lat(outcomes: Sequence[Outcome], name: str) -> float:

@@ -44,7 +44,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.experiments.calibrate import model_for
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,
@@ -54,7 +55,6 @@ from adabatch.bench.core import (
     Settings,
     Verdict,
 )
-from adabatch.bench.experiments.calibrate import model_for
 from adabatch.control.pid import PIDRateEstimator, to_long
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
@@ -417,85 +417,13 @@ class Pid(Experiment):
         return out
 
     def analyze(self, ctx: Context, outcomes: Sequence[Outcome]) -> Analysis:
-        from adabatch.spark import get_spark
-
         settings = ctx.settings
         p = self.plan(settings)
-        sweep = blog_sweep()
-        toxic = sweep.toxic()
-        checked = toxic[::QUICK_JVM_STRIDE] if settings.quick else toxic
-        jvm_class = get_spark(
-            settings.master
-        )._jvm.org.apache.spark.streaming.scheduler.rate.PIDRateEstimator
-        cmp = compare_with_jvm(jvm_class, checked)
-        jvm_table = report.Table(
-            "Spark's JVM PIDRateEstimator vs our port on the toxic cases",
-            ("grid cases", "toxic (oscillating + diverging)", "compared", "steps", "differing"),
-            (
-                (
-                    str(len(sweep.results)),
-                    f"{len(toxic)} ({sweep.counts()['oscillating']} + "
-                    f"{sweep.counts()['diverging']})",
-                    str(cmp.cases),
-                    str(cmp.steps),
-                    str(len(cmp.mismatched)),
-                ),
-            ),
-            "Differing: cases where some step's output was not the same double.",
-        )
+        jvm_table, cmp = _jvm_table(settings)
         if p.n_star is None:  # analysed without the follow-ups (e.g. resumed elsewhere)
             self.followups(settings, outcomes)
             p = self.plan(settings)
-        n_star = p.n_star if p.n_star is not None else p.n_guess
-        rows, sims, swings, osc = [], {}, {}, {}
-        by_case = {c.name: c for c in (p.gains, *p.cases)}
-        for o in outcomes:
-            if o.config.controller != "pid":
-                continue
-            sc = by_case[o.name]
-            sim = simulate_case(p.model, sc, p.profile, p.duration_s, settings.seed)
-            sims[o.name] = sim.records
-            swings[o.name] = (swing(sim.records, n_star), swing(o.records, n_star))
-            osc[o.name] = (oscillation(sim.records), oscillation(o.records))
-            rows.append(
-                (
-                    o.name,
-                    f"kp={sc.case.kp:g} ki={sc.case.ki:g} kd={sc.case.kd:g} "
-                    f"b0={sc.case.initial_batch:g} min={sc.case.min_rate:g}",
-                    sc.klass,
-                    report.fmt(osc[o.name][0], 2),
-                    report.fmt(osc[o.name][1], 2),
-                    report.fmt(swings[o.name][1], 2),
-                    report.fmt(
-                        float(np.median([r.records for r in o.records])) if o.records else math.nan,
-                        4,
-                    ),
-                    report.fmt(o.stable),
-                    report.fmt(o.get("mean_latency_s"), 2),
-                    report.fmt(o.get("cpu_s_per_million_records"), 1),
-                )
-            )
-        spark_table = report.Table(
-            f"pid on Spark vs the simulator (n* = {n_star:.0f} records per "
-            f"{p.interval_s:g} s batch, where Spark's gains settled; started from "
-            f"{p.n_guess:.0f} predicted by {p.source})",
-            (
-                "config",
-                "blog case (target 5000/s)",
-                "blog class",
-                "oscillation (sim)",
-                "oscillation (Spark)",
-                "swing (Spark)",
-                "median batch (Spark)",
-                "stable",
-                "latency x+q+p (s)",
-                "CPU s/M rec",
-            ),
-            tuple(rows),
-            "Oscillation: mean |change of log(records per batch)| from batch to batch after "
-            f"the first {OSCILLATION_SKIP} (2.3 = tenfold swings at every batch). Swing: "
-            "(p95 - p5) of records per batch in the second half of the run, over n*.",
-        )
+        spark_table, sims, osc = _spark_table(p, outcomes, settings.seed)
         toxic_names = [n for n in osc if n != "spark-gains"]
         sim_d, spark_d = osc.get("spark-gains", (math.nan, math.nan))
         spark_toxic = max((osc[n][1] for n in toxic_names), default=math.nan)
@@ -547,6 +475,93 @@ class Pid(Experiment):
             ),
             verdicts=verdicts,
         )
+
+
+def _jvm_table(settings: Settings) -> tuple[report.Table, Any]:
+    """Spark's JVM PIDRateEstimator against our port on the blog sweep's toxic cases
+    (every ``QUICK_JVM_STRIDE``-th with ``--quick``): the table and the comparison."""
+    from adabatch.spark import get_spark
+
+    sweep = blog_sweep()
+    toxic = sweep.toxic()
+    checked = toxic[::QUICK_JVM_STRIDE] if settings.quick else toxic
+    jvm_class = get_spark(
+        settings.master
+    )._jvm.org.apache.spark.streaming.scheduler.rate.PIDRateEstimator
+    cmp = compare_with_jvm(jvm_class, checked)
+    table = report.Table(
+        "Spark's JVM PIDRateEstimator vs our port on the toxic cases",
+        ("grid cases", "toxic (oscillating + diverging)", "compared", "steps", "differing"),
+        (
+            (
+                str(len(sweep.results)),
+                f"{len(toxic)} ({sweep.counts()['oscillating']} + {sweep.counts()['diverging']})",
+                str(cmp.cases),
+                str(cmp.steps),
+                str(len(cmp.mismatched)),
+            ),
+        ),
+        "Differing: cases where some step's output was not the same double.",
+    )
+    return table, cmp
+
+
+def _spark_table(
+    p: Plan, outcomes: Sequence[Outcome], seed: int
+) -> tuple[report.Table, dict[str, Sequence[BatchRecord]], dict[str, tuple[float, float]]]:
+    """Each pid run on Spark next to its simulation: the table, the simulated records
+    and the (simulated, Spark) oscillation, by config."""
+    n_star = p.n_star if p.n_star is not None else p.n_guess
+    rows, sims, swings, osc = [], {}, {}, {}
+    by_case = {c.name: c for c in (p.gains, *p.cases)}
+    for o in outcomes:
+        if o.config.controller != "pid":
+            continue
+        sc = by_case[o.name]
+        sim = simulate_case(p.model, sc, p.profile, p.duration_s, seed)
+        sims[o.name] = sim.records
+        swings[o.name] = (swing(sim.records, n_star), swing(o.records, n_star))
+        osc[o.name] = (oscillation(sim.records), oscillation(o.records))
+        rows.append(
+            (
+                o.name,
+                f"kp={sc.case.kp:g} ki={sc.case.ki:g} kd={sc.case.kd:g} "
+                f"b0={sc.case.initial_batch:g} min={sc.case.min_rate:g}",
+                sc.klass,
+                report.fmt(osc[o.name][0], 2),
+                report.fmt(osc[o.name][1], 2),
+                report.fmt(swings[o.name][1], 2),
+                report.fmt(
+                    float(np.median([r.records for r in o.records])) if o.records else math.nan,
+                    4,
+                ),
+                report.fmt(o.stable),
+                report.fmt(o.get("mean_latency_s"), 2),
+                report.fmt(o.get("cpu_s_per_million_records"), 1),
+            )
+        )
+    spark_table = report.Table(
+        f"pid on Spark vs the simulator (n* = {n_star:.0f} records per "
+        f"{p.interval_s:g} s batch, where Spark's gains settled; started from "
+        f"{p.n_guess:.0f} predicted by {p.source})",
+        (
+            "config",
+            "blog case (target 5000/s)",
+            "blog class",
+            "oscillation (sim)",
+            "oscillation (Spark)",
+            "swing (Spark)",
+            "median batch (Spark)",
+            "stable",
+            "latency x+q+p (s)",
+            "CPU s/M rec",
+        ),
+        tuple(rows),
+        "Oscillation: mean |change of log(records per batch)| from batch to batch after "
+        f"the first {OSCILLATION_SKIP} (2.3 = tenfold swings at every batch). Swing: "
+        "(p95 - p5) of records per batch in the second half of the run, over n*.",
+    )
+    return spark_table, sims, osc
 
 
 def _gt(a: float, b: float) -> bool:

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.experiments.load import LoadSchedule, LoadWindow
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,
@@ -35,7 +36,6 @@ from adabatch.bench.core import (
     spark_baselines,
     static_sweep,
 )
-from adabatch.bench.experiments.load import LoadSchedule, LoadWindow
 from adabatch.outputs import dumps_json, write_atomic
 
 PROFILE = "constant:10000"
@@ -139,40 +139,8 @@ class Resources(Experiment):
         )
         fp = by_name(outcomes, "fixed-point")
         f = segs["fixed-point"]
-        rises = f["during"]["interval_s"] > 1.2 * f["before"]["interval_s"]
-        slower = f["during"]["processing_s"] > f["before"]["processing_s"]
-        verdicts = [
-            Verdict(
-                "fixed-point widens its interval while the load takes the CPU",
-                rises,
-                f"mean interval before {_s(f['before']['interval_s'])} s, during "
-                f"{_s(f['during']['interval_s'])} s, after {_s(f['after']['interval_s'])} s",
-                headline=True,
-            ),
-            Verdict(
-                "the load really slowed Spark down (fixed-point's processing time rose)",
-                slower,
-                f"processing before {_s(f['before']['processing_s'])} s, during "
-                f"{_s(f['during']['processing_s'])} s",
-            ),
-            Verdict(
-                "fixed-point stays stable through the load",
-                fp.stable,
-                f"max queue delay {fp.get('max_queue_delay_s'):.2f} s",
-            ),
-        ]
-        statics = [o for o in outcomes if o.config.role == "static"]
-        if statics:
-            small = min(statics, key=lambda o: float(o.config.params["interval"]))
-            s = segs[small.name]
-            verdicts.append(
-                Verdict(
-                    f"the {small.name} interval queues up under the load more than fixed-point",
-                    s["during"]["queue_delay_s"] > f["during"]["queue_delay_s"],
-                    f"mean queue delay during the load {_s(s['during']['queue_delay_s'])} s vs "
-                    f"{_s(f['during']['queue_delay_s'])} s",
-                )
-            )
+        verdicts = _verdicts(outcomes, segs)
+        rises, slower = verdicts[0].holds, verdicts[1].holds
         spans = load_spans(fp) or [(start, end)]
         shade = [(a, b, "background load") for a, b in spans]
         shown = [o for o in outcomes if o.config.role in ("adaptive", "static", "spark-default")]
@@ -213,6 +181,51 @@ class Resources(Experiment):
             ),
             verdicts=tuple(verdicts),
         )
+
+
+def _verdicts(
+    outcomes: Sequence[Outcome], segs: dict[str, dict[str, dict[str, float]]]
+) -> list[Verdict]:
+    """Fig. 20's claims from the phase means ``segs``: fixed-point widens its interval
+    under the load (first), the load slowed Spark (second), fixed-point stays stable, and
+    the smallest static interval queues more."""
+    fp = by_name(outcomes, "fixed-point")
+    f = segs["fixed-point"]
+    rises = f["during"]["interval_s"] > 1.2 * f["before"]["interval_s"]
+    slower = f["during"]["processing_s"] > f["before"]["processing_s"]
+    verdicts = [
+        Verdict(
+            "fixed-point widens its interval while the load takes the CPU",
+            rises,
+            f"mean interval before {_s(f['before']['interval_s'])} s, during "
+            f"{_s(f['during']['interval_s'])} s, after {_s(f['after']['interval_s'])} s",
+            headline=True,
+        ),
+        Verdict(
+            "the load really slowed Spark down (fixed-point's processing time rose)",
+            slower,
+            f"processing before {_s(f['before']['processing_s'])} s, during "
+            f"{_s(f['during']['processing_s'])} s",
+        ),
+        Verdict(
+            "fixed-point stays stable through the load",
+            fp.stable,
+            f"max queue delay {fp.get('max_queue_delay_s'):.2f} s",
+        ),
+    ]
+    statics = [o for o in outcomes if o.config.role == "static"]
+    if statics:
+        small = min(statics, key=lambda o: float(o.config.params["interval"]))
+        s = segs[small.name]
+        verdicts.append(
+            Verdict(
+                f"the {small.name} interval queues up under the load more than fixed-point",
+                s["during"]["queue_delay_s"] > f["during"]["queue_delay_s"],
+                f"mean queue delay during the load {_s(s['during']['queue_delay_s'])} s vs "
+                f"{_s(f['during']['queue_delay_s'])} s",
+            )
+        )
+    return verdicts
 
 
 def _s(seconds: float) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,
@@ -42,12 +42,10 @@ from adabatch.bench.core import (
     Outcome,
     Settings,
     Verdict,
-    oracle,
-    ratios,
     spark_baselines,
-    spark_default,
     static_sweep,
 )
+from adabatch.bench.ratios import oracle, ratios, spark_default
 
 ADAPTIVE = ("fixed-point", "isotonic", "pid", "adcom")
 

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from adabatch.bench import figures, report
-from adabatch.bench.core import (
+from adabatch.bench.model import (
     Analysis,
     Config,
     Context,
@@ -45,11 +45,10 @@ from adabatch.bench.core import (
     Settings,
     Verdict,
     by_name,
-    oracle,
     spark_baselines,
-    spark_default,
     static_sweep,
 )
+from adabatch.bench.ratios import oracle, spark_default
 from adabatch.errors import AdabatchError
 
 SINE_LOW, SINE_HIGH = 50, 2200
@@ -154,36 +153,7 @@ class Timeline(Experiment):
             ),
             figures.latency_vs_cost(sine, ctx.path("latency-vs-cost.png"), f"Reduce, {sine_spec}"),
         )
-        top, bottom = peak_and_trough_intervals(fp)
-        verdicts = (
-            Verdict(
-                f"fixed-point widens its interval with the rate: at the sine's peak at least "
-                f"{WIDENS:g} times its interval at the trough (Fig. 17)",
-                top >= WIDENS * bottom,
-                f"mean interval {top:.2f} s in the top third of rates, {bottom:.2f} s in the "
-                "bottom third",
-                headline=True,
-            ),
-            Verdict(
-                "the static interval for the mean rate is overloaded (p > x) on more batches "
-                "than fixed-point",
-                static.get("overloaded_fraction") > fp.get("overloaded_fraction"),
-                f"overloaded fraction {static.get('overloaded_fraction'):.2f} vs "
-                f"{fp.get('overloaded_fraction'):.2f}",
-            ),
-            Verdict(
-                "the static interval for the mean rate queues up at the peaks more than "
-                "fixed-point",
-                static.get("max_queue_delay_s") > fp.get("max_queue_delay_s"),
-                f"max queue delay static {x:g} s: {static.get('max_queue_delay_s'):.2f} s, "
-                f"fixed-point: {fp.get('max_queue_delay_s'):.2f} s",
-            ),
-            Verdict(
-                "fixed-point is stable on the sine",
-                fp.stable,
-                f"queue slope {fp.get('queue_slope'):.3f} s/s",
-            ),
-        )
+        verdicts = _verdicts(static, fp, x)
         orc = oracle(outcomes, MEAN_GROUP)
         return Analysis(
             tables=(
@@ -228,6 +198,40 @@ class Timeline(Experiment):
             ),
             verdicts=verdicts,
         )
+
+
+def _verdicts(static: Outcome, fp: Outcome, x: float) -> tuple[Verdict, ...]:
+    """Fig. 16/17's claims: fixed-point widens its interval with the rate, the static
+    interval ``x`` for the mean rate is overloaded and queues more, fixed-point is stable."""
+    top, bottom = peak_and_trough_intervals(fp)
+    return (
+        Verdict(
+            f"fixed-point widens its interval with the rate: at the sine's peak at least "
+            f"{WIDENS:g} times its interval at the trough (Fig. 17)",
+            top >= WIDENS * bottom,
+            f"mean interval {top:.2f} s in the top third of rates, {bottom:.2f} s in the "
+            "bottom third",
+            headline=True,
+        ),
+        Verdict(
+            "the static interval for the mean rate is overloaded (p > x) on more batches "
+            "than fixed-point",
+            static.get("overloaded_fraction") > fp.get("overloaded_fraction"),
+            f"overloaded fraction {static.get('overloaded_fraction'):.2f} vs "
+            f"{fp.get('overloaded_fraction'):.2f}",
+        ),
+        Verdict(
+            "the static interval for the mean rate queues up at the peaks more than fixed-point",
+            static.get("max_queue_delay_s") > fp.get("max_queue_delay_s"),
+            f"max queue delay static {x:g} s: {static.get('max_queue_delay_s'):.2f} s, "
+            f"fixed-point: {fp.get('max_queue_delay_s'):.2f} s",
+        ),
+        Verdict(
+            "fixed-point is stable on the sine",
+            fp.stable,
+            f"queue slope {fp.get('queue_slope'):.3f} s/s",
+        ),
+    )
 
 
 def _sine(settings: Settings) -> str:

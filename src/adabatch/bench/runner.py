@@ -1,0 +1,319 @@
+"""Running experiments on real Spark: :func:`run_experiment` (``adabatch bench NAME``)
+and :func:`run_all` (``adabatch bench all``, which also writes ``docs/results.md``).
+
+Before the first config, an unmeasured ``spark-default`` run of ``Experiment.warmup_s``
+stream seconds (directory ``warmup/``) warms the session. An output directory that holds
+an earlier run is refused unless ``--resume`` (finished configs with the same
+``config.json`` are reused, :mod:`adabatch.bench.resume`) or ``--force`` (deleted, only if
+it has our ``bench.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adabatch.bench import resume as resume_rule
+from adabatch.bench.machine import machine_facts
+from adabatch.bench.model import (
+    Config,
+    Context,
+    Experiment,
+    ExperimentResult,
+    Outcome,
+    Settings,
+)
+from adabatch.bench.registry import available, get_experiment, names
+from adabatch.bench.resume import MARKER
+from adabatch.errors import AdabatchError, check_name
+from adabatch.metrics import RunSummary, read_jsonl
+from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
+from adabatch.report.progress import ProgressLine
+from adabatch.streaming.options import SPARK_DEFAULT
+from adabatch.urls import redact_url
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from adabatch.runs.spark_job import Progress
+
+WARMUP_DIR = "warmup"
+"""The unmeasured warm-up run's directory (a reserved config name)."""
+
+
+class _Bar:
+    """The progress of a whole experiment on one line: the config running, the share of
+    the planned stream seconds done, the wall time spent and an estimate of what is left."""
+
+    def __init__(self, title: str, enabled: bool) -> None:
+        self.title = title
+        self.line = ProgressLine(every_s=10.0, tty_every_s=0.25) if enabled else None
+        self.started = time.monotonic()
+        self.done_s = 0.0
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.line is not None:
+            self.line.end()
+
+    def set(self, *, done: int, total: int, current: str, total_s: float, at_s: float) -> None:
+        if self.line is None:
+            return
+        share = min(self.done_s + at_s, total_s) / max(total_s, 1e-9)
+        spent = time.monotonic() - self.started
+        left = f"{spent * (1 - share) / share / 60:.1f} min" if share > 0 else "-"
+        self.line.show(
+            f"{self.title} {done}/{total} {current}: {share:.0%} of the stream, "
+            f"{spent / 60:.1f} min, ETA {left}"
+        )
+
+    def finish_config(self, duration_s: float) -> None:
+        self.done_s += duration_s
+
+
+def _check_configs(configs: Sequence[Config], seen: set[str]) -> None:
+    for c in configs:
+        if c.name == WARMUP_DIR:
+            msg = f"experiment config name {c.name!r} is reserved for the warm-up run"
+            raise AdabatchError(msg)
+        if c.name in seen:
+            msg = f"experiment config name {c.name!r} is used twice"
+            raise AdabatchError(msg)
+        seen.add(c.name)
+
+
+def _load_outcome(config: Config, run_dir: Path) -> Outcome | None:
+    """A finished run of the same config in ``run_dir`` (for --resume), else None."""
+    summary = resume_rule.finished_summary(run_dir, config.to_dict())
+    if summary is None:
+        return None
+    records = tuple(read_jsonl(run_dir / "metrics.jsonl"))
+    return Outcome(config, RunSummary.from_json(summary), records, run_dir)
+
+
+def _write_marker(exp_dir: Path, marker: dict[str, Any]) -> None:
+    write_atomic(exp_dir / MARKER, (dumps_json(marker, indent=2) + "\n").encode())
+
+
+def _run_configs(
+    experiment: Experiment,
+    ctx: Context,
+    configs: list[Config],
+    spark: SparkSession,
+    *,
+    resume: bool,
+    progress: bool,
+    on_outcome: Callable[[Outcome], None] | None,
+) -> tuple[list[Outcome], float]:
+    """Run (or with ``resume`` reuse) every config and the follow-ups they lead to;
+    returns the outcomes and the wall seconds earlier runs spent on the reused ones."""
+    from adabatch.runs.spark_job import run_spark
+
+    settings = ctx.settings
+    seen = {c.name for c in configs}
+    outcomes: list[Outcome] = []
+    reused_s = 0.0
+    extra = experiment.planned_followups(settings)
+    with _Bar(experiment.name, progress) as bar:
+        pending = list(configs)
+        while pending:
+            for i, config in enumerate(pending):
+                known = [o.config for o in outcomes] + pending[i:]
+                mean_s = sum(c.duration_s for c in known) / len(known)
+                total, total_s = len(known) + extra, sum(c.duration_s for c in known)
+                total_s += extra * mean_s
+                outcome, reused = _run_one(
+                    experiment, config, ctx, spark, resume, run_spark, bar, len(outcomes),
+                    total, total_s,
+                )  # fmt: skip
+                if reused:  # its wall time was spent by an earlier run of the command
+                    reused_s += float(outcome.summary.get("wall_s") or 0.0)
+                outcomes.append(outcome)
+                if on_outcome is not None:
+                    on_outcome(outcome)
+                bar.finish_config(config.duration_s)
+            pending = list(experiment.followups(settings, outcomes))
+            _check_configs(pending, seen)
+            extra = max(extra - len(pending), 0)
+    return outcomes, reused_s
+
+
+def run_experiment(
+    experiment: Experiment,
+    settings: Settings,
+    *,
+    spark: SparkSession | None = None,
+    force: bool = False,
+    resume: bool = False,
+    progress: bool = True,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> ExperimentResult:
+    """Run every config of ``experiment`` on real Spark (one session), analyse, and write
+    ``summaries.csv``, the figures, ``section.md`` and ``bench.json`` (see
+    :mod:`adabatch.bench.model`)."""
+    from adabatch.bench import report
+    from adabatch.runs.spark_job import SPARK_CONF, check_run
+    from adabatch.spark import get_spark
+
+    exp_dir = Path(settings.out) / experiment.name
+    ctx = Context(settings, exp_dir)
+    configs = list(experiment.configs(settings))
+    _check_configs(configs, set())
+    resume_rule.prepare_dir(exp_dir, force=force, resume=resume)
+    marker = {
+        "experiment": experiment.name,
+        "quick": settings.quick,
+        "seed": settings.seed,
+        "master": redact_url(settings.master),
+        "command": settings.command,
+    }
+    _write_marker(exp_dir, marker)
+    for c in configs:  # every input checked before the first run starts
+        check_run(c.run_config(exp_dir / c.name, seed=settings.seed, master=settings.master))
+    if spark is None:
+        spark = get_spark(settings.master, conf=SPARK_CONF)
+    wall0 = time.time()
+    first_done = resume and _load_outcome(configs[0], exp_dir / configs[0].name) is not None
+    if experiment.warmup_s > 0 and not first_done:
+        _warm_up(spark, configs[0], experiment.warmup_s, exp_dir / WARMUP_DIR, settings)
+    outcomes, reused_s = _run_configs(
+        experiment, ctx, configs, spark, resume=resume, progress=progress, on_outcome=on_outcome
+    )
+    analysis = experiment.analyze(ctx, outcomes)
+    csv_path = report.write_summaries_csv(exp_dir / "summaries.csv", outcomes)
+    result = ExperimentResult(
+        experiment=experiment,
+        settings=settings,
+        outcomes=tuple(outcomes),
+        analysis=analysis,
+        dir=exp_dir,
+        section=exp_dir / "section.md",
+        csv=csv_path,
+        wall_s=time.time() - wall0 + reused_s,
+    )
+    report.write_section(result)
+    marker.update(
+        {
+            "wall_s": result.wall_s,
+            "configs": [o.name for o in outcomes],
+            "verdicts": [dataclasses.asdict(v) for v in analysis.verdicts],
+        }
+    )
+    _write_marker(exp_dir, marker)
+    return result
+
+
+def _warm_up(
+    spark: SparkSession, first: Config, duration_s: float, run_dir: Path, settings: Settings
+) -> None:
+    """A short spark-default run of ``first``'s workload and profile, not measured."""
+    from adabatch.runs.spark_job import run_spark
+
+    remove_tree(run_dir, inside=run_dir.parent, what="warm-up directory")
+    config = dataclasses.replace(
+        first,
+        name=WARMUP_DIR,
+        controller=SPARK_DEFAULT,
+        params={},
+        trigger="default",
+        duration_s=duration_s,
+        skip_s=0.0,
+    )
+    cfg = config.run_config(run_dir, seed=settings.seed, master=settings.master)
+    result = run_spark(cfg, spark=spark)
+    if result.interrupted:
+        raise KeyboardInterrupt
+
+
+def _run_one(
+    experiment: Experiment,
+    config: Config,
+    ctx: Context,
+    spark: SparkSession,
+    resume: bool,
+    run_spark: Callable[..., Any],
+    bar: _Bar,
+    done: int,
+    total: int,
+    total_s: float,
+) -> tuple[Outcome, bool]:
+    """Run ``config`` (or, with ``resume``, load its finished run: then ``True``)."""
+    run_dir = ctx.dir / config.name
+    if resume:
+        found = _load_outcome(config, run_dir)
+        if found is not None:
+            return found, True
+        # a half-finished run of ours: start it again
+        remove_tree(run_dir, inside=ctx.dir, what="run directory")
+    check_name(config.name, "experiment config name")  # it names a directory
+    mark_dir(run_dir, what="run directory")
+    text = json.dumps(config.to_dict(), indent=2, default=str) + "\n"
+    write_atomic(run_dir / "config.json", text.encode("utf-8"))
+    cfg = config.run_config(run_dir, seed=ctx.settings.seed, master=ctx.settings.master)
+    hook = experiment.hook(config, ctx)
+    current = f"[{done + 1}/{total}] {config.name}"
+    bar.set(done=done, total=total, current=current, total_s=total_s, at_s=0.0)
+
+    def on_progress(p: Progress) -> None:
+        at = 0.0 if p.stream_s is None else min(p.stream_s, config.duration_s)
+        if hook is not None and p.stream_s is not None:
+            hook.update(p.stream_s)
+        bar.set(done=done, total=total, current=current, total_s=total_s, at_s=at)
+
+    try:
+        result = run_spark(cfg, spark=spark, on_progress=on_progress)
+    finally:
+        if hook is not None:
+            hook.close()
+    if result.interrupted:
+        raise KeyboardInterrupt
+    return Outcome(config, result.summary, tuple(result.records), run_dir), False
+
+
+def run_all(
+    settings: Settings,
+    *,
+    docs_dir: Path,
+    force: bool = False,
+    resume: bool = False,
+    progress: bool = True,
+) -> tuple[list[ExperimentResult], Path, list[str]]:
+    """Run every available experiment in one SparkSession and regenerate
+    ``docs_dir/results.md`` from scratch (:func:`adabatch.bench.report.write_results_page`).
+    Returns the results, the page, and the experiments not run (with the reason)."""
+    from adabatch.bench import report
+    from adabatch.runs.spark_job import SPARK_CONF
+    from adabatch.spark import get_spark
+
+    todo = available()
+    skipped = [f"{n} (module not written yet)" for n in names() if n not in todo]
+    spark = get_spark(settings.master, conf=SPARK_CONF)
+    results = []
+    # calibrate first: dybbs, params and pid simulate with its fit when it exists
+    for name in sorted(todo, key=lambda n: n != "calibrate"):
+        try:
+            experiment = get_experiment(name)
+            results.append(
+                run_experiment(
+                    experiment, settings, spark=spark, force=force, resume=resume,
+                    progress=progress,
+                )
+            )  # fmt: skip
+        except AdabatchError as exc:  # one failed experiment does not sink the page
+            skipped.append(f"{name} ({exc})")
+    results.sort(key=lambda r: names().index(r.experiment.name))
+    page = report.write_results_page(
+        results,
+        docs_dir,
+        command=settings.command,
+        facts=machine_facts(),
+        missing=skipped,
+        quick=settings.quick,
+    )
+    return results, page, skipped
