@@ -103,7 +103,7 @@ def test_load_profile_errors(tmp_path) -> None:
 @pytest.mark.spark
 def test_profile_on_spark_writes_a_file_the_spec_loader_reads(tmp_path, capsys) -> None:
     from adabatch.cli import main
-    from adabatch.deadline.core.spec import load_specs
+    from adabatch.deadline.core.spec_file import load_specs
 
     data = tmp_path / "data"
     tpch.prepare(data, scale_factor=0.01, slots=8, rate=4.0)

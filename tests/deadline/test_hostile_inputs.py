@@ -16,7 +16,7 @@ import pytest
 from adabatch.cli import main
 from adabatch.deadline.core.multi import MAX_BATCHES
 from adabatch.deadline.core.single import MAX_PLAN_BATCHES
-from adabatch.deadline.core.spec import MAX_SPEC_BYTES, load_scenario, load_specs
+from adabatch.deadline.core.spec_file import MAX_SPEC_BYTES, load_scenario, load_specs
 from adabatch.errors import AdabatchError
 
 GOOD = (
@@ -276,7 +276,9 @@ def test_side_files_are_checked_like_the_spec(tmp_path: Path) -> None:
 
 def test_a_poll_interval_below_a_millisecond_is_refused(tmp_path: Path) -> None:
     spec = spec_file(tmp_path, f"scheduler: {{poll_s: 1e-300}}\nqueries:\n  - {GOOD}\n")
-    with pytest.raises(AdabatchError, match=r"poll_s = 1e-300: allowed .* >= 0\.001"):
+    with pytest.raises(
+        AdabatchError, match=r"'poll_s' = 1e-300 is out of range: allowed .* >= 0\.001"
+    ):
         load_scenario(spec)
 
 

@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 
+from adabatch.deadline.spark import jobs as J
 from adabatch.deadline.spark import queries as Q
 from adabatch.deadline.spark import tpch
 from adabatch.errors import AdabatchError
@@ -49,16 +50,16 @@ def test_batches_combine_to_duckdb_answer(spark, manifest, tmp_path, name: str) 
     dirs, schema = [], None
     for i, slots in enumerate(BATCHES):
         out = tmp_path / f"batch-{i}"
-        schema = Q.run_partial(spark, manifest, query, slots, out)
+        schema = J.run_partial(spark, manifest, query, slots, out)
         dirs.append(out)
-    got = Q.answer_rows(Q.run_final(spark, query, dirs, schema))
-    want = Q.reference_answer(manifest, query)
+    got = J.answer_rows(J.run_final(spark, query, dirs, schema))
+    want = J.reference_answer(manifest, query)
     assert want, "the reference answer is empty: the test would prove nothing"
-    assert Q.answer_differences(got, want, ordered=query.ordered) == []
+    assert J.answer_differences(got, want, ordered=query.ordered) == []
     if name != "q19":  # at SF 0.01 a single lineitem qualifies for Q19
         # the combined answer is not just a copy of one batch's partial
-        one = Q.answer_rows(Q.run_final(spark, query, dirs[:1], schema))
-        assert Q.answer_differences(one, want, ordered=query.ordered) != []
+        one = J.answer_rows(J.run_final(spark, query, dirs[:1], schema))
+        assert J.answer_differences(one, want, ordered=query.ordered) != []
 
 
 @pytest.mark.spark
@@ -69,31 +70,31 @@ def test_missing_landing_file_is_an_error(spark, manifest, tmp_path) -> None:
     path.rename(hidden)
     try:
         with pytest.raises(AdabatchError, match=r"slot-00005\.parquet.*missing from the landing"):
-            Q.run_partial(spark, manifest, Q.get_query("q6"), [4, 5], tmp_path / "p")
+            J.run_partial(spark, manifest, Q.get_query("q6"), [4, 5], tmp_path / "p")
     finally:
         hidden.rename(path)
 
 
 def test_answer_differences_exact_decimals_and_relative_floats() -> None:
     want = [(Decimal("10.25"), 3, "A", 1.0)]
-    assert Q.answer_differences([(Decimal("10.2500"), 3, "A", 1.0 + 1e-12)], want) == []
-    assert Q.answer_differences([(Decimal("10.26"), 3, "A", 1.0)], want)
-    assert Q.answer_differences([(Decimal("10.25"), 4, "A", 1.0)], want)
-    assert Q.answer_differences([(Decimal("10.25"), 3, "A", 1.0 + 1e-6)], want)
-    assert Q.answer_differences([], want) == ["0 rows, expected 1"]
-    assert Q.answer_differences([(None,)], [(None,)]) == []
+    assert J.answer_differences([(Decimal("10.2500"), 3, "A", 1.0 + 1e-12)], want) == []
+    assert J.answer_differences([(Decimal("10.26"), 3, "A", 1.0)], want)
+    assert J.answer_differences([(Decimal("10.25"), 4, "A", 1.0)], want)
+    assert J.answer_differences([(Decimal("10.25"), 3, "A", 1.0 + 1e-6)], want)
+    assert J.answer_differences([], want) == ["0 rows, expected 1"]
+    assert J.answer_differences([(None,)], [(None,)]) == []
 
 
 def test_unordered_answers_compare_as_sets_of_rows() -> None:
     want = [(3, "1-URGENT"), (5, "2-HIGH"), (7, None)]
     shuffled = [(7, None), (3, "1-URGENT"), (5, "2-HIGH")]
-    assert Q.answer_differences(shuffled, want, ordered=False) == []
-    assert Q.answer_differences(shuffled, want) != []  # order matters by default
-    assert Q.answer_differences([(3, "1-URGENT"), (5, "2-HIGH"), (8, None)], want, ordered=False)
-    assert Q.answer_differences(shuffled[:2], want, ordered=False)[0] == "2 rows, expected 3"
+    assert J.answer_differences(shuffled, want, ordered=False) == []
+    assert J.answer_differences(shuffled, want) != []  # order matters by default
+    assert J.answer_differences([(3, "1-URGENT"), (5, "2-HIGH"), (8, None)], want, ordered=False)
+    assert J.answer_differences(shuffled[:2], want, ordered=False)[0] == "2 rows, expected 3"
     # a float column does not decide the order: rows pair up by their exact columns
     floats = [(2, 0.3), (1, 0.1 + 0.2)]
-    assert Q.answer_differences(floats, [(1, 0.3), (2, 0.3)], ordered=False) == []
+    assert J.answer_differences(floats, [(1, 0.3), (2, 0.3)], ordered=False) == []
 
 
 def test_only_the_papers_unsorted_queries_are_unordered() -> None:

@@ -135,7 +135,8 @@ def test_spec_must_describe_the_landing_data(spark, manifest, tmp_path) -> None:
 
 
 def test_missing_input_files_are_a_clear_error(spark, manifest, tmp_path) -> None:
-    from adabatch.deadline.spark.runner import SparkExecutor, spec_for
+    from adabatch.deadline.spark.executor import SparkExecutor
+    from adabatch.deadline.spark.runner import spec_for
 
     spec = spec_for(manifest, "q6", deadline=10.0, cost=LinearCost(1e-6, 0.5))
     clock = tpch.StreamClock.starting_now(manifest.window_start)

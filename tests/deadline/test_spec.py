@@ -11,12 +11,8 @@ import pytest
 
 from adabatch.deadline.core.arrival import ConstantArrival, ProfileArrival, TraceArrival
 from adabatch.deadline.core.cost import LinearCost, PiecewiseLinearCost
-from adabatch.deadline.core.spec import (
-    known_query_names,
-    load_scenario,
-    load_specs,
-    query_spec,
-)
+from adabatch.deadline.core.spec import known_query_names, query_spec
+from adabatch.deadline.core.spec_file import load_scenario, load_specs
 from adabatch.errors import AdabatchError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "deadline"
@@ -263,7 +259,9 @@ def test_actual_rate_must_deliver_the_same_total() -> None:
     assert math.isfinite(q.actual_arrivals.input_time(100))
 
 
-@pytest.mark.parametrize("module", ["cost", "spec", "multi", "arrival", "single", "simulate"])
+@pytest.mark.parametrize(
+    "module", ["cost", "numbers", "spec", "multi", "arrival", "single", "simulate"]
+)
 def test_docstring_examples(module: str) -> None:
     import doctest
     import importlib
@@ -275,7 +273,7 @@ def test_docstring_examples(module: str) -> None:
 
 def test_written_scenarios_load_back_unchanged(tmp_path: Path) -> None:
     from adabatch.deadline.core.simulate import generate_scenario, simulate_schedule
-    from adabatch.deadline.core.spec import write_scenario
+    from adabatch.deadline.core.spec_file import write_scenario
 
     scenario = dataclasses.replace(generate_scenario(4, 0.3, seed=8), time_trigger="always")
     for name in ("s.yaml", "s.json"):

@@ -3,32 +3,27 @@
 Subcommands here: ``plan`` (single-query schedules, Sec. 3), ``simulate`` (multi-query
 scheduling in simulation, Sec. 4 and 7.4) and ``generate`` (random Sec. 7.4 scenarios).
 The Spark subcommands (``profile``, ``run``, ``baseline``, ``bench``) come from
-:mod:`adabatch.commands.deadline_spark` when it is present; each sets ``deadline_run`` on its
-parser, as the ones here do.
+:mod:`adabatch.commands.deadline_spark`; each sets ``deadline_run`` on its parser, as the
+ones here do.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import json
 import math
 from typing import Any
 
+from adabatch.commands import Command
 from adabatch.commands.args import parse_bounded_int, parse_choice, parse_float
+from adabatch.commands.deadline_spark import add_subcommands as add_spark_subcommands
 from adabatch.deadline.core.milp import MAX_MILP_BATCHES, plan_milp
 from adabatch.deadline.core.schedule import QueryPlan
 from adabatch.deadline.core.simulate import compare, generate_scenario, result_table
 from adabatch.deadline.core.single import plan_single
-from adabatch.deadline.core.spec import (
-    MAX_TIME,
-    STRATEGIES,
-    TIME_TRIGGERS,
-    load_scenario,
-    load_specs,
-    write_scenario,
-)
+from adabatch.deadline.core.spec import MAX_TIME, STRATEGIES, TIME_TRIGGERS
+from adabatch.deadline.core.spec_file import load_scenario, load_specs, write_scenario
 from adabatch.errors import AdabatchError
 from adabatch.outputs import check_new_file
 
@@ -65,9 +60,16 @@ def _c_max(text: str, *, allow_inf: bool) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The subcommands: ``plan``, ``simulate``, ``generate`` here, then the Spark ones."""
     parser.epilog = TRIGGER_NOTE
     sub = parser.add_subparsers(dest="deadline_command", metavar="SUBCOMMAND", required=True)
+    _add_plan(sub)
+    _add_simulate(sub)
+    _add_generate(sub)
+    add_spark_subcommands(sub)
 
+
+def _add_plan(sub: Any) -> None:
     plan = sub.add_parser(
         "plan",
         help="the least-cost batch schedule of every query in a spec file",
@@ -93,6 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     plan.set_defaults(deadline_run=run_plan)
 
+
+def _add_simulate(sub: Any) -> None:
     sim = sub.add_parser(
         "simulate",
         help="run a multi-query scenario in simulation (cost models in seconds)",
@@ -135,6 +139,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sim.add_argument("--json", action="store_true", help="print JSON instead of tables")
     sim.set_defaults(deadline_run=run_simulate)
 
+
+def _add_generate(sub: Any) -> None:
     gen = sub.add_parser(
         "generate",
         help="write a random multi-query scenario built as in the paper's Sec. 7.4",
@@ -156,14 +162,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen.add_argument("--strategy", default="llf", help=f"queue order: {', '.join(STRATEGIES)}")
     gen.add_argument("--force", action="store_true", help="replace OUT if it exists")
     gen.set_defaults(deadline_run=run_generate)
-
-    try:
-        cli_spark = importlib.import_module("adabatch.commands.deadline_spark")
-    except ModuleNotFoundError as exc:
-        if exc.name != "adabatch.commands.deadline_spark":
-            raise
-    else:
-        cli_spark.add_subcommands(sub)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -297,3 +295,6 @@ def run_generate(args: argparse.Namespace) -> int:
     path = write_scenario(scenario, args.out, force=args.force)
     print(f"wrote {len(scenario.queries)} queries to {path}")
     return 0
+
+
+COMMAND = Command(NAME, HELP, add_arguments, run)

@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from adabatch.commands.args import parse_bounded_int, parse_choice, parse_float
-from adabatch.deadline.core.spec import MAX_TIME, STRATEGIES, TIME_TRIGGERS
+from adabatch.deadline.core.spec import MAX_TIME, QUERY_NAMES, STRATEGIES, TIME_TRIGGERS
 from adabatch.deadline.spark.tpch import DEFAULT_RATE, DEFAULT_SCALE_FACTOR, DEFAULT_SLOTS
 from adabatch.errors import AdabatchError, shown
 from adabatch.outputs import open_output
@@ -84,10 +84,14 @@ def _check_data(args: argparse.Namespace) -> None:
 
 def add_subcommands(sub: Any) -> None:
     """Add ``profile``, ``run``, ``baseline`` and ``bench`` to ``adabatch deadline``."""
-    from adabatch.deadline.spark.queries import QUERY_NAMES
-
     names = ", ".join(QUERY_NAMES)
+    _add_profile(sub, names)
+    _add_run(sub, names)
+    _add_baseline(sub, names)
+    _add_bench(sub, names)
 
+
+def _add_profile(sub: Any, names: str) -> None:
     prof = sub.add_parser(
         "profile",
         help="measure a query's batch cost on Spark and fit its cost models",
@@ -109,6 +113,8 @@ def add_subcommands(sub: Any) -> None:
     _data_arguments(prof)
     prof.set_defaults(deadline_run=run_profile)
 
+
+def _add_run(sub: Any, names: str) -> None:
     run = sub.add_parser(
         "run",
         help="run queries with deadlines on Spark (single-query plans or the multi loop)",
@@ -149,6 +155,8 @@ def add_subcommands(sub: Any) -> None:
     _data_arguments(run)
     run.set_defaults(deadline_run=run_run)
 
+
+def _add_baseline(sub: Any, names: str) -> None:
     base = sub.add_parser(
         "baseline",
         help="the same query as a Structured Streaming file-source query",
@@ -175,6 +183,8 @@ def add_subcommands(sub: Any) -> None:
     _data_arguments(base)
     base.set_defaults(deadline_run=run_baseline)
 
+
+def _add_bench(sub: Any, names: str) -> None:
     bench = sub.add_parser(
         "bench",
         help="the paper's experiments on Spark and in simulation; writes docs/deadline.md",
@@ -268,7 +278,8 @@ def _print_run(run: Any) -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    from adabatch.deadline.core.spec import DeadlineScenario, load_scenario
+    from adabatch.deadline.core.spec import DeadlineScenario
+    from adabatch.deadline.core.spec_file import load_scenario
     from adabatch.deadline.spark.cost_profile import agg_with_margin, load_cost_profile, with_margin
     from adabatch.deadline.spark.runner import run_multi, run_single, spec_for
 

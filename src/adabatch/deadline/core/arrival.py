@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from adabatch.deadline.core.cost import MAX_TUPLES
+from adabatch.deadline.core.numbers import check_number
 from adabatch.errors import AdabatchError, shown
+from adabatch.params import Param
 from adabatch.profiles import RateProfile
 
 
@@ -46,10 +48,14 @@ class ArrivalModel(Protocol):
     def last_arrival(self) -> float: ...
 
 
+TOTAL = Param("total", None, "tuples in the window", kind=int, low=1, high=MAX_TUPLES)
+"""``numTupleTotal``: the tuples of a query's window."""
+ARRIVAL_RATE = Param("rate", None, "a finite number of tuples/s", low=0.0, low_open=True)
+TRACE_COUNT = Param("count", None, "tuples arriving at one time", kind=int, low=1)
+
+
 def _check_total(total: int) -> None:
-    if isinstance(total, bool) or not isinstance(total, int) or not 1 <= total <= MAX_TUPLES:
-        msg = f"total tuples = {shown(total)}: allowed an integer from 1 to {MAX_TUPLES}"
-        raise AdabatchError(msg)
+    check_number(TOTAL, total, "total tuples", text=False)
 
 
 @dataclass(frozen=True)
@@ -62,9 +68,7 @@ class ConstantArrival:
 
     def __post_init__(self) -> None:
         _check_total(self.total)
-        if not (math.isfinite(self.rate) and self.rate > 0):
-            msg = f"arrival rate = {self.rate!r}: allowed a finite number > 0 (tuples/s)"
-            raise AdabatchError(msg)
+        check_number(ARRIVAL_RATE, self.rate, "arrival rate", text=False)
 
     def input_time(self, n: int) -> float:
         if n <= 1:
@@ -132,9 +136,7 @@ class TraceArrival:
             if not math.isfinite(t) or (i > 0 and t <= times[i - 1]):
                 msg = f"arrival trace row {i}: time {t!r} must be finite and increase strictly"
                 raise AdabatchError(msg)
-            if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-                msg = f"arrival trace row {i}: count {shown(c)} must be an integer >= 1"
-                raise AdabatchError(msg)
+            check_number(TRACE_COUNT, c, f"arrival trace row {i}: count", text=False)
         cumulative: list[int] = []
         running = 0
         for c in counts:

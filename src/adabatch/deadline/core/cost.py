@@ -34,7 +34,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from scipy.optimize import nnls
 
+from adabatch.deadline.core.numbers import check_number
 from adabatch.errors import AdabatchError, shown
+from adabatch.params import Param
 
 TIME_EPS = 1e-9
 """Seconds: two times closer than this are equal (float rounding, not a model parameter)."""
@@ -59,28 +61,16 @@ class QueryCost(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-def _check_number(value: Any, what: str, *, low: float = 0.0, open_low: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        msg = f"{what} = {shown(value)} is not a number: allowed a finite number >= {low:g}"
-        raise AdabatchError(msg)
-    number = float(value)
-    bad = not math.isfinite(number) or (number <= low if open_low else number < low)
-    if bad:
-        rel = ">" if open_low else ">="
-        msg = f"{what} = {shown(value)} is out of range: allowed a finite number {rel} {low:g}"
-        raise AdabatchError(msg)
-    return number
-
-
-def _numeric(value: Any) -> Any:
-    """A numeric string of a spec file (``"1e-9"``; YAML 1.1 reads ``1e-9`` as one) as a
-    float; anything else unchanged."""
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return value
-    return value
+PER_TUPLE = Param("per_tuple", None, "a finite number", low=0.0, low_open=True)
+"""Seconds per tuple of a linear model (> 0: a free tuple would make batches unbounded)."""
+OVERHEAD = Param("overhead", 0.0, "a finite number", low=0.0)
+"""Seconds per batch of a linear model, and a piecewise model's cost at 0 tuples."""
+BREAKPOINT_TUPLES = Param("tuples", None, "a finite number", low=0.0)
+BREAKPOINT_SECONDS = Param("seconds", None, "a finite number", low=0.0)
+SEGMENTS = Param("segments", 2, "segments of a piecewise fit", kind=int, low=1)
+PER_GROUP = Param("per_group", 0.0, "a finite number", low=0.0)
+"""Final-aggregation seconds per partial-aggregate row."""
+GROUPS = Param("groups", 0, "groups per batch", kind=int, low=0, high=MAX_TUPLES)
 
 
 def tuples_within_by_bisection(model: QueryCost, duration_s: float) -> int:
@@ -119,8 +109,8 @@ class LinearCost:
     overhead: float = 0.0
 
     def __post_init__(self) -> None:
-        _check_number(self.per_tuple, "linear cost per_tuple", open_low=True)
-        _check_number(self.overhead, "linear cost overhead")
+        check_number(PER_TUPLE, self.per_tuple, "linear cost per_tuple", text=False)
+        check_number(OVERHEAD, self.overhead, "linear cost overhead", text=False)
 
     def cost(self, tuples: int) -> float:
         return self.per_tuple * tuples + self.overhead
@@ -177,9 +167,7 @@ class PiecewiseLinearCost:
                     "allowed non-decreasing (a cost model must be monotone)"
                 )
                 raise AdabatchError(msg)
-        if points[0][1] < 0:
-            msg = f"piecewise cost overhead = {points[0][1]:g}: allowed >= 0"
-            raise AdabatchError(msg)
+        check_number(OVERHEAD, points[0][1], "piecewise cost overhead", text=False)
         if points[-1][1] <= points[-2][1]:
             msg = (
                 "piecewise cost last segment is flat: allowed a rising last segment "
@@ -229,9 +217,7 @@ class PiecewiseLinearCost:
         if x.shape != y.shape or x.ndim != 1:
             msg = f"piecewise fit needs equally long sizes and seconds, got {x.shape}, {y.shape}"
             raise AdabatchError(msg)
-        if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
-            msg = f"piecewise fit segments = {shown(segments)}: allowed an integer >= 1"
-            raise AdabatchError(msg)
+        segments = check_number(SEGMENTS, segments, "piecewise fit segments", text=False)
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))) or np.any(x < 0):
             msg = "piecewise fit needs finite sizes >= 0 and finite seconds"
             raise AdabatchError(msg)
@@ -451,8 +437,8 @@ def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> QueryCost:
                 msg = f"{where} (linear) needs per_tuple (seconds per tuple, > 0)"
                 raise AdabatchError(msg)
             return LinearCost(
-                _check_number(_numeric(data["per_tuple"]), "per_tuple", open_low=True),
-                _check_number(_numeric(data.get("overhead", 0.0)), "overhead"),
+                check_number(PER_TUPLE, data["per_tuple"]),
+                check_number(OVERHEAD, data.get("overhead", 0.0)),
             )
         if kind == "piecewise":
             points = data.get("breakpoints")
@@ -464,7 +450,7 @@ def cost_from_json(data: Mapping[str, Any], where: str = "cost") -> QueryCost:
                 raise AdabatchError(msg)
             return PiecewiseLinearCost(
                 tuple(
-                    (_check_number(_numeric(a), "tuples"), _check_number(_numeric(b), "seconds"))
+                    (check_number(BREAKPOINT_TUPLES, a), check_number(BREAKPOINT_SECONDS, b))
                     for a, b in points
                 )
             )
@@ -496,11 +482,9 @@ class AggregationCost:
     groups: int = 0
 
     def __post_init__(self) -> None:
-        _check_number(self.per_group, "aggregation per_group")
-        groups = self.groups
-        if isinstance(groups, bool) or not isinstance(groups, int) or not 0 <= groups <= MAX_TUPLES:
-            msg = f"aggregation groups = {shown(groups)}: allowed an integer from 0 to {MAX_TUPLES}"
-            raise AdabatchError(msg)
+        check_number(PER_GROUP, self.per_group, "aggregation per_group", text=False)
+        groups = check_number(GROUPS, self.groups, "aggregation groups", text=False)
+        object.__setattr__(self, "groups", groups)
 
     def cost(self, batches: int) -> float:
         if batches <= 1:
@@ -543,10 +527,8 @@ def agg_cost_from_json(data: Mapping[str, Any] | None, where: str = "agg_cost") 
             msg = f"{where}: give per_batch or per_tuple, not both"
             raise AdabatchError(msg)
         rest["per_tuple"] = rest.pop("per_batch")
-    per_group = _check_number(_numeric(data.get("per_group", 0.0)), f"{where} per_group")
-    groups = _numeric(data.get("groups", 0))
-    if isinstance(groups, float) and groups.is_integer():
-        groups = int(groups)
+    per_group = check_number(PER_GROUP, data.get("per_group", 0.0), f"{where} per_group")
+    groups = check_number(GROUPS, data.get("groups", 0), f"{where} groups")
     if rest.get("kind", "none") == "none":
         if set(rest) - {"kind"}:
             msg = f"{where} (none) has unknown keys {sorted(set(rest) - {'kind'})}"

@@ -39,10 +39,12 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 
 from adabatch.deadline.core.arrival import ConstantArrival
 from adabatch.deadline.core.cost import LinearCost
+from adabatch.deadline.core.numbers import check_number
 from adabatch.deadline.core.schedule import Batch, QueryPlan
 from adabatch.deadline.core.single import plan_problems, plan_single
 from adabatch.deadline.core.spec import QuerySpec
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
 
 INTEGER_LIMIT = 2**20
 """Up to this many tuples the sizes are integer variables; above it they are continuous
@@ -50,6 +52,7 @@ and rounded (a relative error below HiGHS's tolerance either way)."""
 
 MAX_MILP_BATCHES = 200
 """Most batches the MILP tries (one solve per count; Function 1's plan covers more)."""
+MAX_BATCHES_PARAM = Param("max_batches", None, "batches", kind=int, low=1, high=MAX_MILP_BATCHES)
 
 TIME_LIMIT_S = 30.0
 """HiGHS's time limit per solve: an unfinished solve counts as no schedule found."""
@@ -201,10 +204,7 @@ def plan_milp(spec: QuerySpec, max_batches: int = 50) -> QueryPlan:
     Every solver answer is verified (:func:`check_plan`); when one fails even with a
     safety margin, or the solver finds none while Function 1 has a verified plan, that
     plan is returned instead (its ``reason`` says so), else the query is infeasible."""
-    bad = isinstance(max_batches, bool) or not isinstance(max_batches, int)
-    if bad or not 1 <= max_batches <= MAX_MILP_BATCHES:
-        msg = f"max_batches = {max_batches!r}: allowed an integer from 1 to {MAX_MILP_BATCHES}"
-        raise AdabatchError(msg)
+    check_number(MAX_BATCHES_PARAM, max_batches, text=False)
     common = {
         "query": spec.id,
         "deadline": spec.deadline,

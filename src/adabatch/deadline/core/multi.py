@@ -39,12 +39,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from adabatch.deadline.core.cost import TIME_EPS, fits
 from adabatch.deadline.core.executor import BatchRun, Executor
-from adabatch.deadline.core.spec import MIN_POLL_S, STRATEGIES, TIME_TRIGGERS, QuerySpec
+from adabatch.deadline.core.numbers import check_number
+from adabatch.deadline.core.spec import (
+    C_MAX,
+    RSF,
+    STRATEGIES,
+    TIME_TRIGGERS,
+    QuerySpec,
+    check_scheduler,
+)
 from adabatch.errors import AdabatchError, shown
 
 MAX_BATCHES = 100_000
@@ -65,13 +73,7 @@ class MinBatch:
     capped: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "size": self.size,
-            "batches": self.batches,
-            "cost": self.cost,
-            "bound": self.bound,
-            "capped": self.capped,
-        }
+        return asdict(self)  # size, batches, cost, bound, capped
 
 
 def cost_in_batches_of(spec: QuerySpec, size: int, tuples: int | None = None) -> float:
@@ -92,12 +94,8 @@ def find_min_batch_size(spec: QuerySpec, rsf: float, c_max: float = math.inf) ->
     batch size (linear with overhead, the paper's sublinear fits), and otherwise a size
     that meets the bound.
     """
-    if not (math.isfinite(rsf) and rsf >= 0):
-        msg = f"rsf = {shown(rsf)}: allowed a finite number >= 0 (0.5 = 50%)"
-        raise AdabatchError(msg)
-    if not c_max > 0:
-        msg = f"c_max = {shown(c_max)}: allowed a number of seconds > 0"
-        raise AdabatchError(msg)
+    check_number(RSF, rsf, text=False)
+    check_number(C_MAX, c_max, text=False, allow_inf=True)
     n = spec.total
     bound = (1.0 + rsf) * spec.single_batch_cost
     lo, hi = 0, n  # invariant: hi meets the bound (one batch always does)
@@ -285,6 +283,20 @@ class MultiResult:
 
 
 @dataclass
+class _Loop:
+    """The scheduling loop's state: queries not yet joined (by ``added_at``), the list
+    (``qList``), outcomes and batches so far."""
+
+    waiting: list[QuerySpec]
+    order_of: dict[str, int]
+    active: list[QueryState] = field(default_factory=list)
+    outcomes: dict[str, QueryOutcome] = field(default_factory=dict)
+    runs: list[BatchRun] = field(default_factory=list)
+    served: int = 0
+    steps: int = 0
+
+
+@dataclass
 class _Candidate:
     state: QueryState
     tuples: int
@@ -329,16 +341,7 @@ class MultiQueryScheduler:
             allowed = ", ".join(TIME_TRIGGERS)
             msg = f"time_trigger = {shown(self.time_trigger)}: allowed one of {allowed}"
             raise AdabatchError(msg)
-        if not (math.isfinite(self.poll_s) and self.poll_s >= MIN_POLL_S):
-            least = f"{MIN_POLL_S:g}"
-            msg = f"poll_s = {shown(self.poll_s)}: allowed a finite number of seconds >= {least}"
-            raise AdabatchError(msg)
-        if not (math.isfinite(self.rsf) and self.rsf >= 0):
-            msg = f"rsf = {shown(self.rsf)}: allowed a finite number >= 0 (0.5 = 50%)"
-            raise AdabatchError(msg)
-        if not self.c_max > 0:
-            msg = f"c_max = {shown(self.c_max)}: allowed a number of seconds > 0 (or inf)"
-            raise AdabatchError(msg)
+        check_scheduler(self.rsf, self.c_max, self.poll_s)
 
     def add(self, spec: QuerySpec) -> None:
         """Submit a query; it joins the list at ``spec.added_at``."""
@@ -358,17 +361,11 @@ class MultiQueryScheduler:
         never completed) are reported with no completion and a missed deadline.
         """
         arrivals = sorted(enumerate(self._specs), key=lambda p: (p[1].added_at, p[0]))
-        waiting = [spec for _, spec in arrivals]
-        order_of = {spec.id: i for i, spec in arrivals}
-        active: list[QueryState] = []
-        outcomes: dict[str, QueryOutcome] = {}
-        runs: list[BatchRun] = []
+        loop = _Loop([spec for _, spec in arrivals], {spec.id: i for i, spec in arrivals})
         key = ORDERS[self.strategy]
-        served = 0
-        steps = 0
-        while waiting or active:
-            steps += 1
-            if steps > MAX_STEPS or len(runs) > MAX_BATCHES:
+        while loop.waiting or loop.active:
+            loop.steps += 1
+            if loop.steps > MAX_STEPS or len(loop.runs) > MAX_BATCHES:
                 msg = (
                     f"the schedule needs more than {MAX_BATCHES} batches or {MAX_STEPS} "
                     "scheduling steps: allowed at most that many (raise c_max or rsf, or a "
@@ -377,90 +374,109 @@ class MultiQueryScheduler:
                 raise AdabatchError(msg)
             now = executor.now()
             if horizon is not None and now > horizon:
-                for state in active:
-                    outcomes[state.id] = self._outcome(state, None, removed=False)
-                for spec in waiting:
-                    outcomes[spec.id] = self._outcome(
-                        QueryState(spec, order_of[spec.id], None), None, removed=False
-                    )
+                self._stop(loop)
                 break
-            while waiting and waiting[0].added_at <= now + TIME_EPS:  # type: ignore[operator]
-                spec = waiting.pop(0)
-                mb = find_min_batch_size(spec, self.rsf, self.c_max) if self.min_batch else None
-                if mb is not None and mb.batches > MAX_BATCHES:
-                    msg = (
-                        f"query {spec.id!r}: MinBatchSize {mb.size} cuts its {spec.total} "
-                        f"tuples into {mb.batches} batches: allowed at most {MAX_BATCHES} "
-                        "(raise c_max or rsf)"
-                    )
-                    raise AdabatchError(msg)
-                active.append(QueryState(spec, order_of[spec.id], mb))
-            for state in list(active):
-                removed_at = state.spec.removed_at
-                if removed_at is not None and removed_at <= now + TIME_EPS:
-                    active.remove(state)
-                    outcomes[state.id] = self._outcome(state, None, removed=True)
-            candidates, wake = self._candidates(active, executor, now)
+            self._admit(loop, now)
+            candidates, wake = self._candidates(loop.active, executor, now)
             if not candidates:
-                for state in list(active):
-                    if self._complete_without_batch(state, executor, now):
-                        active.remove(state)
-                        outcomes[state.id] = self._outcome(state, now, removed=False)
-                if not active and not waiting:
+                if not self._idle(loop, executor, now, wake):
                     break
-                times = [w for w in wake if w > now]
-                if waiting:
-                    times.append(waiting[0].added_at)  # type: ignore[arg-type]
-                times += [
-                    s.spec.removed_at
-                    for s in active
-                    if s.spec.removed_at is not None and s.spec.removed_at > now
-                ]
-                if not times:
-                    times = [now + self.poll_s]
-                executor.wait_until(min(times))
                 continue
             pick = min(
                 candidates,
                 key=lambda c: (*key(c.state, now, c.total), c.state.order, c.state.id),
             )
-            state = pick.state
-            at = executor.now()
-            seconds = executor.run_batch(state.id, state.processed, pick.tuples, at)
-            end = executor.now()  # a real executor may also have waited for input to land
-            runs.append(
-                BatchRun(
-                    state.id, pick.kind, state.processed, pick.tuples, end - seconds, end, seconds
-                )
-            )
-            if state.first_start is None:
-                state.first_start = end - seconds
-            state.processed += pick.tuples
-            state.batches += 1
-            state.cost += seconds
-            state.last_served = served
-            served += 1
-            if self._input_done(state, executor):
-                if state.batches > 1:
-                    at = executor.now()
-                    seconds = executor.run_final(state.id, state.batches, at)
-                    end = executor.now()
-                    runs.append(
-                        BatchRun(state.id, "final", state.processed, 0, end - seconds, end, seconds)
-                    )
-                    state.cost += seconds
-                active.remove(state)
-                outcomes[state.id] = self._outcome(state, executor.now(), removed=False)
-        ordered = tuple(outcomes[s.id] for s in self._specs if s.id in outcomes)
+            self._serve(loop, pick, executor)
+        ordered = tuple(loop.outcomes[s.id] for s in self._specs if s.id in loop.outcomes)
         return MultiResult(
             self.strategy,
             self.rsf,
             self.c_max,
             self.min_batch,
             ordered,
-            tuple(runs),
+            tuple(loop.runs),
             time_trigger=self.time_trigger,
         )
+
+    # -- the loop's steps --------------------------------------------------------------
+
+    def _stop(self, loop: _Loop) -> None:
+        """At the horizon: every query not yet finished is reported unfinished."""
+        for state in loop.active:
+            loop.outcomes[state.id] = self._outcome(state, None, removed=False)
+        for spec in loop.waiting:
+            state = QueryState(spec, loop.order_of[spec.id], None)
+            loop.outcomes[spec.id] = self._outcome(state, None, removed=False)
+
+    def _admit(self, loop: _Loop, now: float) -> None:
+        """Queries whose ``added_at`` has come join the list with their MinBatchSize;
+        those whose ``removed_at`` has come leave it."""
+        while loop.waiting and loop.waiting[0].added_at <= now + TIME_EPS:  # type: ignore[operator]
+            spec = loop.waiting.pop(0)
+            mb = find_min_batch_size(spec, self.rsf, self.c_max) if self.min_batch else None
+            if mb is not None and mb.batches > MAX_BATCHES:
+                msg = (
+                    f"query {spec.id!r}: MinBatchSize {mb.size} cuts its {spec.total} "
+                    f"tuples into {mb.batches} batches: allowed at most {MAX_BATCHES} "
+                    "(raise c_max or rsf)"
+                )
+                raise AdabatchError(msg)
+            loop.active.append(QueryState(spec, loop.order_of[spec.id], mb))
+        for state in list(loop.active):
+            removed_at = state.spec.removed_at
+            if removed_at is not None and removed_at <= now + TIME_EPS:
+                loop.active.remove(state)
+                loop.outcomes[state.id] = self._outcome(state, None, removed=True)
+
+    def _idle(self, loop: _Loop, executor: Executor, now: float, wake: list[float]) -> bool:
+        """No batch is ready: finish queries that need none, then wait for the next event
+        (input, a join, a leave). False when nothing is left to schedule."""
+        for state in list(loop.active):
+            if self._complete_without_batch(state, executor, now):
+                loop.active.remove(state)
+                loop.outcomes[state.id] = self._outcome(state, now, removed=False)
+        if not loop.active and not loop.waiting:
+            return False
+        times = [w for w in wake if w > now]
+        if loop.waiting:
+            times.append(loop.waiting[0].added_at)  # type: ignore[arg-type]
+        times += [
+            s.spec.removed_at
+            for s in loop.active
+            if s.spec.removed_at is not None and s.spec.removed_at > now
+        ]
+        executor.wait_until(min(times) if times else now + self.poll_s)
+        return True
+
+    def _serve(self, loop: _Loop, pick: _Candidate, executor: Executor) -> None:
+        """Run the picked batch, non-preemptively; after a query's last batch, its final
+        aggregation (when it had more than one batch), and it leaves the list."""
+        state = pick.state
+        at = executor.now()
+        seconds = executor.run_batch(state.id, state.processed, pick.tuples, at)
+        end = executor.now()  # a real executor may also have waited for input to land
+        loop.runs.append(
+            BatchRun(state.id, pick.kind, state.processed, pick.tuples, end - seconds, end, seconds)
+        )
+        if state.first_start is None:
+            state.first_start = end - seconds
+        state.processed += pick.tuples
+        state.batches += 1
+        state.cost += seconds
+        state.last_served = loop.served
+        loop.served += 1
+        if not self._input_done(state, executor):
+            return
+        if state.batches > 1:
+            at = executor.now()
+            seconds = executor.run_final(state.id, state.batches, at)
+            end = executor.now()
+            loop.runs.append(
+                BatchRun(state.id, "final", state.processed, 0, end - seconds, end, seconds)
+            )
+            state.cost += seconds
+        loop.active.remove(state)
+        loop.outcomes[state.id] = self._outcome(state, executor.now(), removed=False)
 
     # -- helpers -----------------------------------------------------------------------
 

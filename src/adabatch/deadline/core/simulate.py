@@ -22,8 +22,17 @@ import numpy as np
 from adabatch.deadline.core.cost import AggregationCost, LinearCost
 from adabatch.deadline.core.feasibility import Feasibility, check_feasibility
 from adabatch.deadline.core.multi import MultiQueryScheduler, MultiResult
+from adabatch.deadline.core.numbers import check_number
 from adabatch.deadline.core.spec import STRATEGIES, DeadlineScenario, QuerySpec, query_spec
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
+
+NOISE = Param("noise", 0.0, "a finite number", low=0.0)
+"""Standard deviation of the lognormal factor on every simulated cost (0 = exact)."""
+N_QUERIES = Param("n_queries", 12, "queries", kind=int, low=1)
+DELTA = Param("delta", 1.0, "a finite number", low=0.0, low_open=True)
+"""The deadline factor δ of Sec. 7.4 (1 = 1D: deadline one single-batch cost after C_max)."""
+STAGGER_C_MAX = Param("c_max", 30.0, "a finite number of seconds", low=0.0)
 
 
 class SimulatedExecutor:
@@ -44,10 +53,7 @@ class SimulatedExecutor:
         if start is None:
             start = min((s.added_at for s in specs), default=0.0)  # type: ignore[type-var]
         self._now = float(start)  # type: ignore[arg-type]
-        if not (math.isfinite(noise) and noise >= 0):
-            msg = f"noise = {noise!r}: allowed a finite number >= 0"
-            raise AdabatchError(msg)
-        self._noise = noise
+        self._noise = check_number(NOISE, noise, text=False)
         self._rng = np.random.default_rng(seed)
 
     def _spec(self, query_id: str) -> QuerySpec:
@@ -161,12 +167,8 @@ def generate_scenario(
     (or one shared window when ``same_window``), and the deadlines of
     :func:`paper_deadlines`. Deterministic for ``seed``.
     """
-    if isinstance(n_queries, bool) or not isinstance(n_queries, int) or n_queries < 1:
-        msg = f"n_queries = {n_queries!r}: allowed an integer >= 1"
-        raise AdabatchError(msg)
-    if not (math.isfinite(delta) and delta > 0):
-        msg = f"delta = {delta!r}: allowed a finite number > 0"
-        raise AdabatchError(msg)
+    check_number(N_QUERIES, n_queries, text=False)
+    check_number(DELTA, delta, text=False)
     rng = np.random.default_rng(seed)
     shared_start = float(rng.uniform(0.0, 1000.0))
     shared_len = float(rng.uniform(*duration))
@@ -203,12 +205,8 @@ def paper_deadlines(specs: Sequence[QuerySpec], delta: float, c_max: float) -> l
     same if its window ends after the previous deadline, else at ``previous deadline +
     δ·minCompCost`` (staggered, so overlapping queries have room to finish).
     """
-    if not (math.isfinite(delta) and delta > 0):
-        msg = f"delta = {delta!r}: allowed a finite number > 0"
-        raise AdabatchError(msg)
-    if not (math.isfinite(c_max) and c_max >= 0):
-        msg = f"c_max = {c_max!r}: allowed a finite number of seconds >= 0"
-        raise AdabatchError(msg)
+    check_number(DELTA, delta, text=False)
+    check_number(STAGGER_C_MAX, c_max, text=False)
     out = []
     previous = -math.inf
     for spec in sorted(specs, key=lambda q: (q.window_end, q.id)):

@@ -34,18 +34,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adabatch.deadline.spark.queries import (
+from adabatch.deadline.spark.jobs import (
     answer_differences,
     answer_rows,
     answer_table,
     answer_to_json,
     final_frame,
-    get_query,
     partial_frame,
     reference_answer,
     static_frames,
     stream_schema,
 )
+from adabatch.deadline.spark.queries import QueryDef, get_query
 from adabatch.deadline.spark.tpch import Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
 from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
@@ -156,44 +156,35 @@ def _wall_to_monotonic(stamp: str, wall0: float, mono0: float) -> float:
     return mono0 + (when - wall0)
 
 
-def run_streaming(
+class _LatestRows:
+    """The ``foreachBatch`` sink of the update-mode partial aggregate: the latest row per
+    grouping key (the rows of the partial aggregate over everything seen so far)."""
+
+    def __init__(self, key_index: list[int]) -> None:
+        self.rows: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self._key_index = key_index
+        self._lock = threading.Lock()
+
+    def merge(self, batch_df: Any, batch_id: int) -> None:
+        rows = batch_df.collect()
+        with self._lock:
+            for row in rows:
+                values = tuple(row)
+                self.rows[tuple(values[i] for i in self._key_index)] = values
+
+
+def _writer(
     spark: SparkSession,
     manifest: Manifest,
-    query: str,
-    trigger: str | Trigger,
-    workdir: str | Path,
-    *,
-    deadline: float | None = None,
-    time_scale: float = 1.0,
-    watermark_s: float | None = None,
-    check: bool = True,
-    timeout_s: float | None = None,
-    lead_s: float = 1.0,
-    on_batch: Callable[[dict[str, Any]], None] | None = None,
-) -> StreamingRun:
-    """Run ``query`` as a Structured Streaming query while the landing data arrives.
-
-    ``watermark_s`` bounds the stream-stream join state (default: 2 s of stream time or
-    five slots, whichever is longer, like the paper's 2 s). The run gives up
-    ``timeout_s`` real seconds after the window end (default: twice the window length plus
-    a minute) and reports a failure.
-    """
-    from pyspark.errors import PySparkException
-    from pyspark.sql.utils import StreamingQueryException
-
-    qdef = get_query(query)
-    trig = trigger if isinstance(trigger, Trigger) else Trigger.parse(trigger)
-    workdir = Path(workdir)
-    # an earlier run's directory is replaced only if adabatch made it (it carries a marker)
-    remove_tree(workdir, inside=workdir.parent, what="baseline work directory")
-    mark_dir(workdir, what="baseline work directory")
-    window = manifest.window_end - manifest.window_start
+    qdef: QueryDef,
+    trig: Trigger,
+    workdir: Path,
+    watermark_s: float | None,
+) -> tuple[Any, Any, _LatestRows]:
+    """The streaming partial aggregate over the landing directory, ready to start: its
+    writer, the partial's schema and the sink that collects its rows."""
     if watermark_s is None:
         watermark_s = max(2.0, 5.0 / manifest.rate)
-    if timeout_s is None:
-        timeout_s = 2 * window * time_scale + 60.0
-    references = reference_answer(manifest, qdef) if check else None
-
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
     schemas = {s: stream_schema(spark, manifest, s) for s in qdef.streams}
     frames: dict[str, Any] = {}
@@ -205,20 +196,10 @@ def run_streaming(
     frames.update(static_frames(spark, manifest, qdef))
     partial = partial_frame(spark, qdef, frames)
     schema = partial.schema
-    key_index = [schema.names.index(k) for k in qdef.keys]
-    latest: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-    lock = threading.Lock()
-
-    def merge(batch_df: Any, batch_id: int) -> None:
-        rows = batch_df.collect()
-        with lock:
-            for row in rows:
-                values = tuple(row)
-                latest[tuple(values[i] for i in key_index)] = values
-
+    sink = _LatestRows([schema.names.index(k) for k in qdef.keys])
     writer = (
         partial.writeStream.outputMode("update")
-        .foreachBatch(merge)
+        .foreachBatch(sink.merge)
         .option("checkpointLocation", str(workdir / "checkpoint"))
         .queryName(f"adabatch_baseline_{qdef.name}")
     )
@@ -226,12 +207,25 @@ def run_streaming(
         writer = writer.trigger(processingTime=f"{trig.interval_s:g} seconds")
     elif trig.kind == "available-now":
         writer = writer.trigger(availableNow=True)
+    return writer, schema, sink
 
-    totals = sum(manifest.total(s) for s in qdef.streams)
-    clock = StreamClock(manifest.window_start, time.monotonic() + lead_s, time_scale)
-    feeder = Feeder(manifest, clock)
-    feeder.reset()
-    wall0, mono0 = time.time(), time.monotonic()
+
+def _watch(
+    writer: Any,
+    feeder: Feeder,
+    give_up: float,
+    trig: Trigger,
+    totals: int,
+    timeout_s: float,
+    on_batch: Callable[[dict[str, Any]], None] | None,
+) -> tuple[list[dict[str, Any]], str | None, float | None]:
+    """Start the feeder and the query, follow its progress until every input row is
+    processed (or it fails, or the monotonic time ``give_up`` passes), stop both.
+    Returns the progress events, the failure (``None``: none) and when the query started
+    (monotonic)."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.utils import StreamingQueryException
+
     failure: str | None = None
     stream = None
     started_at: float | None = None
@@ -247,7 +241,6 @@ def run_streaming(
                 wake.wait(0.05)
         started_at = time.monotonic()
         stream = writer.start()
-        give_up = clock.real(manifest.window_end) + timeout_s
         while True:
             feeder.check()
             progress = [json.loads(p.json) for p in stream.recentProgress]
@@ -278,6 +271,59 @@ def run_streaming(
                 failure = failure or str(exc).splitlines()[0]
             progress = [json.loads(p.json) for p in stream.recentProgress] or progress
         feeder.stop()
+    return progress, failure, started_at
+
+
+def _final_answer(
+    spark: SparkSession, qdef: QueryDef, sink: _LatestRows, schema: Any
+) -> list[tuple[Any, ...]]:
+    """The query's answer: its final aggregation over the partial rows the stream left."""
+    rows = sorted(sink.rows.values(), key=repr)
+    frame = spark.createDataFrame(rows, schema)
+    return answer_rows(answer_table(final_frame(spark, qdef, frame)))
+
+
+def run_streaming(
+    spark: SparkSession,
+    manifest: Manifest,
+    query: str,
+    trigger: str | Trigger,
+    workdir: str | Path,
+    *,
+    deadline: float | None = None,
+    time_scale: float = 1.0,
+    watermark_s: float | None = None,
+    check: bool = True,
+    timeout_s: float | None = None,
+    lead_s: float = 1.0,
+    on_batch: Callable[[dict[str, Any]], None] | None = None,
+) -> StreamingRun:
+    """Run ``query`` as a Structured Streaming query while the landing data arrives.
+
+    ``watermark_s`` bounds the stream-stream join state (default: 2 s of stream time or
+    five slots, whichever is longer, like the paper's 2 s). The run gives up
+    ``timeout_s`` real seconds after the window end (default: twice the window length plus
+    a minute) and reports a failure.
+    """
+    qdef = get_query(query)
+    trig = trigger if isinstance(trigger, Trigger) else Trigger.parse(trigger)
+    workdir = Path(workdir)
+    # an earlier run's directory is replaced only if adabatch made it (it carries a marker)
+    remove_tree(workdir, inside=workdir.parent, what="baseline work directory")
+    mark_dir(workdir, what="baseline work directory")
+    if timeout_s is None:
+        timeout_s = 2 * (manifest.window_end - manifest.window_start) * time_scale + 60.0
+    references = reference_answer(manifest, qdef) if check else None
+    writer, schema, sink = _writer(spark, manifest, qdef, trig, workdir, watermark_s)
+    totals = sum(manifest.total(s) for s in qdef.streams)
+    clock = StreamClock(manifest.window_start, time.monotonic() + lead_s, time_scale)
+    feeder = Feeder(manifest, clock)
+    feeder.reset()
+    wall0, mono0 = time.time(), time.monotonic()
+    give_up = clock.real(manifest.window_end) + timeout_s
+    progress, failure, started_at = _watch(
+        writer, feeder, give_up, trig, totals, timeout_s, on_batch
+    )
     executed = _executed(progress)
     cost_ms = sum(float(p["durationMs"].get("triggerExecution", 0)) for p in executed)
     data_batches = [p for p in executed if int(p.get("numInputRows", 0)) > 0]
@@ -292,15 +338,9 @@ def run_streaming(
         wall = end_real - (started_at if started_at is not None else mono0)
     answer = differences = None
     if failure is None:
-        rows = sorted(latest.values(), key=repr)
-        answer = answer_rows(
-            answer_table(final_frame(spark, qdef, spark.createDataFrame(rows, schema)))
-        )
+        answer = _final_answer(spark, qdef, sink, schema)
         if references is not None:
             differences = answer_differences(answer, references, ordered=qdef.ordered)
-    met = None
-    if deadline is not None:
-        met = completion is not None and completion <= deadline
     run = StreamingRun(
         query=qdef.name,
         trigger=trig.label,
@@ -310,7 +350,7 @@ def run_streaming(
         wall_s=wall,
         completion=completion,
         deadline=deadline,
-        met=met,
+        met=None if deadline is None else completion is not None and completion <= deadline,
         failure=failure,
         memory_failure=failure is not None and _is_memory_error(failure),
         max_state_bytes=max((_state_bytes(p) for p in executed), default=0),

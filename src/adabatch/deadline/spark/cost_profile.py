@@ -37,14 +37,20 @@ from adabatch.deadline.core.cost import (
     agg_cost_from_json,
     cost_from_json,
 )
+from adabatch.deadline.core.numbers import check_number
+from adabatch.deadline.spark.executor import SparkJob
 from adabatch.deadline.spark.queries import get_query
-from adabatch.deadline.spark.runner import QueryRun, SparkJob, run_in_batches, run_slot_batches
+from adabatch.deadline.spark.runner import QueryRun, run_in_batches, run_slot_batches
 from adabatch.deadline.spark.tpch import Manifest
 from adabatch.errors import AdabatchError
 from adabatch.outputs import write_atomic
+from adabatch.params import Param
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+MARGIN = Param("margin", 1.25, "a finite factor", low=1.0)
+"""Planning slack on a measured cost model: every cost times this factor."""
 
 
 @dataclass(frozen=True)
@@ -315,9 +321,7 @@ def profile_query(
 def with_margin(model: QueryCost, factor: float) -> QueryCost:
     """``model`` with every cost multiplied by ``factor`` (planning slack for the noise
     of measured batch times; ``factor = 1`` returns ``model``)."""
-    if not (math.isfinite(factor) and factor >= 1.0):
-        msg = f"cost margin = {factor!r}: allowed a finite factor >= 1"
-        raise AdabatchError(msg)
+    check_number(MARGIN, factor, "cost margin", text=False)
     if factor == 1.0:
         return model
     if isinstance(model, PiecewiseLinearCost):

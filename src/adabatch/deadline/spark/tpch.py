@@ -42,8 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from adabatch.deadline.core.arrival import TraceArrival
+from adabatch.deadline.core.numbers import check_number
 from adabatch.errors import AdabatchError
 from adabatch.outputs import mark_dir, remove_tree, write_atomic
+from adabatch.params import Param
 
 STREAMS = ("orders", "lineitem")
 """Tables that arrive as a stream of landing files."""
@@ -73,14 +75,12 @@ TS_ORIGIN_US = 1_577_836_800_000_000
 Spark's initial watermark is the epoch, and a join drops rows at or before the watermark."""
 
 
-def _check_positive(value: float, what: str, allowed: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        msg = f"{what} = {value!r} is not a number: allowed {allowed}"
-        raise AdabatchError(msg)
-    if not (math.isfinite(value) and value > 0):
-        msg = f"{what} = {value!r} is out of range: allowed {allowed}"
-        raise AdabatchError(msg)
-    return float(value)
+SCALE_FACTOR = Param("scale_factor", 0.01, "a finite number", low=0.0, low_open=True)
+"""The TPC-H scale factor (1 = about 1 GB of tables)."""
+SLOTS = Param("slots", 50, "landing files per stream", kind=int, low=2)
+SLOT_RATE = Param("rate", 1.0, "slots per second", low=0.0, low_open=True)
+TIME_SCALE = Param("time_scale", 1.0, "real seconds per spec second", low=0.0, low_open=True)
+WINDOW_START = Param("window_start", 0.0, "a finite number of seconds")
 
 
 def generate_tables(scale_factor: float, tables_dir: str | Path) -> Path:
@@ -89,7 +89,7 @@ def generate_tables(scale_factor: float, tables_dir: str | Path) -> Path:
     Skips the work when ``tables_dir`` already holds the tables of that scale factor
     (recorded in ``tables_dir/tpch.json``). Returns ``tables_dir``.
     """
-    sf = _check_positive(scale_factor, "scale factor", "a number > 0, e.g. 0.01 or 0.1")
+    sf = check_number(SCALE_FACTOR, scale_factor, "scale factor", text=False)
     out = Path(tables_dir)
     stamp = out / "tpch.json"
     if stamp.is_file() and all((out / f"{t}.parquet").is_file() for t in ALL_TABLES):
@@ -278,13 +278,9 @@ def build_landing(
     import pyarrow.parquet as pq
 
     root = Path(root)
-    if isinstance(slots, bool) or not isinstance(slots, int) or slots < 2:
-        msg = f"slots = {slots!r}: allowed an integer >= 2 (landing files per stream)"
-        raise AdabatchError(msg)
-    rate = _check_positive(rate, "rate", "slots per second > 0")
-    if not math.isfinite(window_start):
-        msg = f"window_start = {window_start!r}: allowed a finite number of seconds"
-        raise AdabatchError(msg)
+    check_number(SLOTS, slots, text=False)
+    rate = check_number(SLOT_RATE, rate, text=False)
+    check_number(WINDOW_START, window_start, text=False)
     tables = {}
     for stream in STREAMS:
         path = root / "tables" / f"{stream}.parquet"
@@ -406,7 +402,7 @@ class StreamClock:
     time_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_positive(self.time_scale, "time_scale", "real seconds per spec second > 0")
+        check_number(TIME_SCALE, self.time_scale, text=False)
 
     @classmethod
     def starting_now(cls, origin: float, time_scale: float = 1.0) -> StreamClock:
