@@ -276,7 +276,8 @@ def best_for_mean(outcomes: Sequence[Outcome]) -> Outcome:
     best = oracle(outcomes, MEAN_GROUP)
     if best is not None:
         return best
-    sweep = [o for o in outcomes if o.config.group == MEAN_GROUP]
+    # the group also holds Spark's own triggers, which have no interval to pick
+    sweep = [o for o in outcomes if o.config.group == MEAN_GROUP and o.config.role == "static"]
     if not sweep:
         msg = "timeline: the mean-rate sweep produced no runs"
         raise AdabatchError(msg)
