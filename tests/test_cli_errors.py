@@ -140,6 +140,7 @@ def test_run_checks_the_controller_before_importing_spark(tmp_path: Path) -> Non
         ["--profile", "markov:1,2:1e-300"],
         ["--duration", "1e9"],
         ["--warmup", "20s"],
+        ["--queue", "lifo"],
     ],
 )
 def test_run_checks_params_profile_and_durations_before_spark(

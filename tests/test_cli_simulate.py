@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from adabatch.cli import main
+from adabatch.errors import AdabatchError
 from adabatch.metrics import REQUIRED_SUMMARY_FIELDS, read_jsonl
+from adabatch.runs.simulated import make_scenario
 
 
 def test_simulate_writes_metrics_summary_and_timeline(tmp_path, capsys):
@@ -107,6 +109,42 @@ def test_model_resources_and_cores_options_reach_the_model(tmp_path):
     fast = [r.processing_s for r in records if r.started_at < 30]
     # 100k records * 1e-5 s over 4 cores = 0.25 s; over 2 cores = 0.5 s
     assert min(slow) - max(fast) == pytest.approx(0.25)
+
+
+def test_queue_coalesce_merges_waiting_batches_and_only_then_is_recorded(tmp_path):
+    # reduce at 100k records/s costs more than the 0.25 s interval: batches wait
+    args = ["simulate", "--workload", "reduce", "--controller", "static"]
+    args += ["--param", "interval=0.25", "--profile", "constant:100000", "--duration", "60s"]
+    args += ["--noise", "0"]
+    runs = {}
+    for queue in ("fifo", "coalesce"):
+        out = tmp_path / queue
+        assert main([*args, "--queue", queue, "--out", str(out)]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        runs[queue] = (summary, read_jsonl(out / "metrics.jsonl"))
+    (fifo, fifo_batches), (coalesce, coalesce_batches) = runs["fifo"], runs["coalesce"]
+    assert "queue" not in fifo and coalesce["queue"] == "coalesce"
+    assert coalesce["batches"] < fifo["batches"]
+    assert max(b.records for b in coalesce_batches) > max(b.records for b in fifo_batches)
+    # merged batches span more than one planned interval; fifo batches never do
+    assert max(b.interval_s for b in fifo_batches) == pytest.approx(0.25)
+    assert max(b.interval_s for b in coalesce_batches) > 0.25
+
+
+def test_queue_refuses_an_unknown_mode_with_the_allowed_ones(tmp_path, capsys):
+    argv = ["simulate", "--workload", "reduce", "--controller", "static"]
+    argv += ["--profile", "constant:1000", "--duration", "10s", "--queue", "lifo"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err == "adabatch: error: --queue 'lifo': allowed one of fifo, coalesce\n"
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_scenario_checks_its_queue_mode():
+    with pytest.raises(
+        AdabatchError, match=r"'queue' = 'lifo' is not allowed: allowed one of fifo"
+    ):
+        make_scenario("reduce", "constant:1000", "10s", queue="lifo")
 
 
 def test_sweep_static_prints_the_oracle(tmp_path, capsys):

@@ -3,7 +3,8 @@ parameters, Spark source options, simulated cost models and deadline cost fields
 
 :class:`Param` says a value's type and allowed range and turns a CLI string, a Spark
 option or a number into a checked value; :func:`parse_values` checks a whole set of named
-values against their params (unknown names refused, missing ones at their defaults);
+values against their params (unknown names refused by :func:`check_names`, missing ones
+at their defaults); :meth:`Param.parse_flag` checks the text of a command-line flag;
 :class:`Params` holds the checked values read-only with attribute access.
 """
 
@@ -58,6 +59,27 @@ class Param:
             text = "integer in " + text
         return text + (" or unset" if self.optional else "")
 
+    def in_words(self, noun: str = "a finite number") -> str:
+        """The allowed values in words, for command-line flags and spec fields:
+        ``"an integer from 1 to 100"``, ``"a finite number > 0"``, ``"one of fifo,
+        coalesce"``; ``noun`` names a non-integer number (``"a finite number of seconds"``).
+        """
+        if self.choices is not None:
+            return "one of " + ", ".join(self.choices)
+        low, high, fmt = self.low, self.high, "g"
+        if self.kind is int:  # whole numbers in full: 9007199254740992, not 9.0072e+15
+            noun, fmt = "an integer", "d"
+            low = None if low is None else int(low)
+            high = None if high is None else int(high)
+        if low is not None and high is not None and not (self.low_open or self.high_open):
+            return f"{noun} from {low:{fmt}} to {high:{fmt}}"
+        bounds = []
+        if low is not None:
+            bounds.append(f"{'>' if self.low_open else '>='} {low:{fmt}}")
+        if high is not None:
+            bounds.append(f"{'<' if self.high_open else '<='} {high:{fmt}}")
+        return " ".join([noun, " and ".join(bounds)]).strip()
+
     def parse(self, value: Any, owner: str = "controller", noun: str = "parameter") -> Any:
         """Convert ``value`` (a string from the CLI or a Spark option, or a number) and
         validate it; raise :class:`AdabatchError` naming the parameter otherwise.
@@ -98,19 +120,50 @@ class Param:
         except (TypeError, ValueError):
             msg = f"{where} = {shown(value)} is not a number: allowed {self.allowed()}"
             raise AdabatchError(msg) from None
-        if isinstance(number, float) and not math.isfinite(number):
-            msg = f"{where} = {shown(value)} is not finite: allowed {self.allowed()}"
+        fault = self._fault(number)
+        if fault is not None:
+            msg = f"{where} = {shown(value)} {fault}: allowed {self.allowed()}"
             raise AdabatchError(msg)
+        return number
+
+    def parse_flag(self, text: str) -> Any:
+        """``text`` given to the command-line flag this param names (``--seed``), checked.
+
+        Flag text is read as typed: an integer in digits only (``1e3`` is refused, not read
+        as 1000), a choice in any case (returned in lower case). Errors name the flag, the
+        text and the allowed values in words: ``--seed 'x' is not an integer: allowed an
+        integer >= 0`` for the wrong kind of value, ``--seed '-1': allowed an integer >= 0``
+        for a value outside the allowed ones. Integer, number and choice params only.
+        """
+        what = f"{self.name} {shown(text)}"
+        if self.choices is not None:
+            value: Any = text.strip().lower()
+            fault = None if value in self.choices else "is not allowed"
+        else:
+            try:
+                value = self.kind(text)  # int("1.5"), int("1e3") and float("x") raise
+            except ValueError:
+                kind = "an integer" if self.kind is int else "a number"
+                msg = f"{what} is not {kind}: allowed {self.in_words()}"
+                raise AdabatchError(msg) from None
+            fault = self._fault(value)
+        if fault is not None:
+            msg = f"{what}: allowed {self.in_words()}"
+            raise AdabatchError(msg)
+        return value
+
+    def _fault(self, number: Number) -> str | None:
+        """Why ``number`` is not allowed (``"is not finite"``, ``"is out of range"``), or
+        ``None`` when it is."""
+        if isinstance(number, float) and not math.isfinite(number):
+            return "is not finite"
         too_low = self.low is not None and (
             number <= self.low if self.low_open else number < self.low
         )
         too_high = self.high is not None and (
             number >= self.high if self.high_open else number > self.high
         )
-        if too_low or too_high:
-            msg = f"{where} = {shown(value)} is out of range: allowed {self.allowed()}"
-            raise AdabatchError(msg)
-        return number
+        return "is out of range" if too_low or too_high else None
 
     def _checked_text(self, text: str, where: str) -> str:
         if self.check is not None:
@@ -137,17 +190,24 @@ def parse_values(
     ``owner``); a bad value is worded as in :meth:`Param.parse`.
     """
     known = {p.name: p for p in params}
-    unknown = sorted(str(name) for name in set(values) - set(known))
-    if unknown:
-        allowed = ", ".join(known) or "none"
-        msg = f"{holder or owner} has no {noun} {shown(unknown[0])}: allowed {noun}s are {allowed}"
-        raise AdabatchError(msg)
+    check_names(known.values(), values, holder=holder or owner, noun=noun)
     return Params(
         {
             name: p.parse(values.get(name, p.default), owner=owner, noun=noun)
             for name, p in known.items()
         }
     )
+
+
+def check_names(params: Iterable[Param], names: Iterable[str], *, holder: str, noun: str) -> None:
+    """Refuse any of ``names`` that no param has, worded ``"{holder} has no {noun} 'x':
+    allowed {noun}s are ..."`` (the first unknown name in sorted order)."""
+    known = [p.name for p in params]
+    unknown = sorted(str(name) for name in set(names) - set(known))
+    if unknown:
+        allowed = ", ".join(known) or "none"
+        msg = f"{holder} has no {noun} {shown(unknown[0])}: allowed {noun}s are {allowed}"
+        raise AdabatchError(msg)
 
 
 def _as_int(value: Any) -> int:

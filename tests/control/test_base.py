@@ -7,7 +7,7 @@ import pytest
 from adabatch.control import BatchPlan, BatchReport, Param, create, parse_params
 from adabatch.control.base import round_to_granularity
 from adabatch.errors import AdabatchError
-from adabatch.params import parse_values
+from adabatch.params import check_names, parse_values
 
 
 def test_param_range_error_names_parameter_value_and_range() -> None:
@@ -42,6 +42,47 @@ def test_parse_values_fills_defaults_and_refuses_unknown_names() -> None:
         AdabatchError, match=r"^x option 'mode' = 'c' is not allowed: allowed one of a, b$"
     ):
         parse_values(params, {"mode": "c"}, owner="x", noun="option")
+
+
+def test_check_names_refuses_names_no_param_has() -> None:
+    params = (Param("sigma", 0.1, "noise"), Param("cores", 2.0, "cores"))
+    check_names(params, ["cores"], holder="workload 'reduce'", noun="model parameter")
+    with pytest.raises(
+        AdabatchError,
+        match=r"^workload 'reduce' has no model parameter 'rho': "
+        r"allowed model parameters are sigma, cores$",
+    ):
+        check_names(params, ["rho", "sigma"], holder="workload 'reduce'", noun="model parameter")
+
+
+def test_parse_flag_names_the_flag_the_text_and_the_allowed_values_in_words() -> None:
+    seed = Param("--seed", None, "seed", kind=int, low=0, high=9)
+    assert seed.parse_flag("7") == 7
+    with pytest.raises(
+        AdabatchError, match=r"^--seed 'x' is not an integer: allowed an integer from 0 to 9$"
+    ):
+        seed.parse_flag("x")
+    with pytest.raises(AdabatchError, match=r"^--seed '1e3' is not an integer"):
+        seed.parse_flag("1e3")  # flags are read strictly; Param.parse takes 1e3 as 1000
+    with pytest.raises(AdabatchError, match=r"^--seed '10': allowed an integer from 0 to 9$"):
+        seed.parse_flag("10")
+    rate = Param("--rate", None, "rate", low=0.0, low_open=True)
+    assert rate.parse_flag("2.5") == 2.5
+    with pytest.raises(AdabatchError, match=r"^--rate 'inf': allowed a finite number > 0$"):
+        rate.parse_flag("inf")
+    mode = Param("--queue", None, "queue", kind=str, choices=("fifo", "coalesce"))
+    assert mode.parse_flag(" FIFO ") == "fifo"
+    with pytest.raises(AdabatchError, match=r"^--queue 'lifo': allowed one of fifo, coalesce$"):
+        mode.parse_flag("lifo")
+
+
+def test_allowed_values_in_words() -> None:
+    assert Param("n", 1, "n", kind=int, low=1, high=100).in_words() == "an integer from 1 to 100"
+    assert Param("x", 1.0, "x", low=0.0, low_open=True, high=5.0).in_words() == (
+        "a finite number > 0 and <= 5"
+    )
+    assert Param("t", 1.0, "t", low=-1.0, high=1.0).in_words("seconds") == "seconds from -1 to 1"
+    assert Param("free", 1.0, "f").in_words() == "a finite number"
 
 
 def test_free_text_params_are_checked_by_their_parser() -> None:

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from adabatch.batching import QUEUE_MODES
 from adabatch.commands import Command
-from adabatch.commands.args import parse_int
+from adabatch.commands.args import parse_choice, parse_int
 from adabatch.control import registry
 from adabatch.control.registry import parse_params
 from adabatch.errors import AdabatchError, shown
@@ -23,7 +24,7 @@ from adabatch.runs.spark_job import (
     run_spark,
 )
 from adabatch.sim.engine import check_batches
-from adabatch.streaming.options import SPARK_DEFAULT, SPARK_DEFAULT_PARAMS
+from adabatch.streaming.options import SPARK_DEFAULT, parse_spark_default
 from adabatch.urls import redact_url
 from adabatch.workloads import get_workload
 
@@ -44,7 +45,9 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", help="results database URL (default: SQLite file in --out)")
     parser.add_argument("--seed", default="0", help="generator seed (integer >= 0)")
     parser.add_argument("--keys", default="1000", help="distinct keys of the generator")
-    parser.add_argument("--queue", default="fifo", help="fifo (papers' model) or coalesce")
+    parser.add_argument(
+        "--queue", default="fifo", help="batch queue: fifo (papers' model) or coalesce (Spark's)"
+    )
     parser.add_argument(
         "--warmup", help="leave the first seconds out of means (default: min(20s, duration/2))"
     )
@@ -85,7 +88,7 @@ def config_from_args(
         seed=parse_int(args.seed, "--seed", 0),
         keys=parse_int(args.keys, "--keys", 1),
         skip_s=None if args.warmup is None else parse_duration(args.warmup),
-        queue=args.queue,
+        queue=parse_choice(args.queue, "--queue", QUEUE_MODES),
         source_options=parse_params(args.source_option),
         per_key_commit=args.per_key_commit,
     )
@@ -111,15 +114,7 @@ def check_controller(name: str, params: dict[str, Any], duration_s: float) -> No
     """The controller name and its parameters, and the batches the duration implies at
     its smallest interval; no Spark needed."""
     if name == SPARK_DEFAULT:
-        known = {p.name: p for p in SPARK_DEFAULT_PARAMS}
-        for key, value in params.items():
-            if key not in known:
-                msg = (
-                    f"controller {SPARK_DEFAULT!r} has no parameter {shown(key)}: allowed "
-                    f"parameters are {', '.join(known)}"
-                )
-                raise AdabatchError(msg)
-            known[key].parse(value, owner=SPARK_DEFAULT)
+        parse_spark_default(params)
         return
     if name not in registry.names():
         allowed = ", ".join([*registry.names(), SPARK_DEFAULT])

@@ -7,8 +7,9 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
+from adabatch.batching import QUEUE_MODES
 from adabatch.commands import Command
-from adabatch.commands.args import parse_int
+from adabatch.commands.args import parse_choice, parse_int
 from adabatch.control.registry import create, parse_params
 from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import RunSummary
@@ -48,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration", help="cost model parameters from a calibration JSON")
     parser.add_argument("--blocks-cores", help="cores the blocks are divided over (model 'cores')")
     parser.add_argument("--poisson", action="store_true", help="Poisson record counts")
+    parser.add_argument(
+        "--queue", default="fifo", help="batch queue: fifo (papers' model) or coalesce (Spark's)"
+    )
     parser.add_argument("--warmup", default="0", help="leave the first seconds out of means")
     parser.add_argument(
         "--sweep-static", action="store_true", help="also find the best static interval"
@@ -90,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         resources=args.resources,
         poisson=args.poisson,
         warmup=args.warmup,
+        queue=parse_choice(args.queue, "--queue", QUEUE_MODES),
     )
     params = parse_params(args.param)
     # every input is checked before the (longer) runs: the controller, its batch count, the grid

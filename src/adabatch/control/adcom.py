@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from adabatch.control.base import (
-    MAX_BLOCKS,
+    BLOCKS,
     MAX_GAIN,
     MAX_INTERVAL_S,
     MIN_INTERVAL_S,
     BatchPlan,
     BatchReport,
     Controller,
+    check_interval_order,
     clamp,
     round_to_granularity,
 )
@@ -129,7 +130,7 @@ class AdComController(Controller):
             low=MIN_INTERVAL_S,
             high=MAX_INTERVAL_S,
         ),
-        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS),
+        BLOCKS,
     )
 
     def __init__(self, **params: Any) -> None:
@@ -138,19 +139,9 @@ class AdComController(Controller):
         self._errors: list[float] = []
 
     def _check(self, params: Params) -> None:
-        if params.min_interval > params.max_interval:
-            msg = (
-                f"adcom parameter 'min_interval' = {params.min_interval!r} is above "
-                f"'max_interval' = {params.max_interval!r}: allowed min_interval <= max_interval"
-            )
-            raise AdabatchError(msg)
-        if not params.min_interval <= params.initial_interval <= params.max_interval:
-            msg = (
-                f"adcom parameter 'initial_interval' = {params.initial_interval!r} is outside "
-                f"[min_interval, max_interval] = [{params.min_interval!r}, "
-                f"{params.max_interval!r}]"
-            )
-            raise AdabatchError(msg)
+        check_interval_order(
+            self.name, params.min_interval, params.max_interval, params.initial_interval
+        )
 
     def error(self, report: BatchReport) -> float:
         """``e(t)`` of a finished batch (§3.2): setpoint minus mean utilisation, or

@@ -40,6 +40,9 @@ MAX_RECORDS = 10**12
 # Largest controller gain (PID, ADCOM): far above any stable setting, finite in products.
 MAX_GAIN = 1e6
 
+BLOCKS = Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS)
+"""The blocks parameter of every controller that plans a fixed number of blocks."""
+
 
 @dataclass(frozen=True)
 class BatchPlan:
@@ -187,3 +190,23 @@ def round_to_granularity(x: float, granularity: float) -> float:
 def clamp(x: float, low: float, high: float) -> float:
     """``x`` limited to ``[low, high]``."""
     return min(max(x, low), high)
+
+
+def check_not_above(owner: str, name: str, value: float, high: float) -> None:
+    """Refuse an interval parameter ``name`` = ``value`` above ``max_interval`` = ``high``."""
+    if value > high:
+        msg = f"{owner} parameter {name!r} = {value:g} must not exceed 'max_interval' = {high:g}"
+        raise AdabatchError(msg)
+
+
+def check_interval_order(owner: str, low: float, high: float, initial: float | None) -> None:
+    """The cross-check of every controller with interval bounds: ``min_interval`` (``low``)
+    not above ``max_interval`` (``high``), and ``initial_interval``, when set, between them.
+    Errors name the parameter, its value and both bounds."""
+    check_not_above(owner, "min_interval", low, high)
+    if initial is not None and not low <= initial <= high:
+        msg = (
+            f"{owner} parameter 'initial_interval' = {initial:g} must lie in "
+            f"[min_interval, max_interval] = [{low:g}, {high:g}]"
+        )
+        raise AdabatchError(msg)

@@ -15,23 +15,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from adabatch.control.base import BatchPlan, BatchReport, Controller, clamp
+from adabatch.control.base import BatchReport, clamp
 from adabatch.control.fixed_point import (
     INTERVAL_PARAMS,
     RHO,
-    IntervalBounds,
-    initial_interval,
+    StepController,
     is_unstable,
     measured_point,
-    stored_interval,
 )
-from adabatch.errors import AdabatchError
-from adabatch.params import Param, Params
-
-_BRANCHES = ("initial", "unstable", "stable")
+from adabatch.params import Param
 
 
-class BinaryController(Controller):
+class BinaryController(StepController):
     """Additive increase on ``p > rho * x``, multiplicative decrease otherwise (§3.2.1).
 
     At each completed batch: ``x += step`` if it was unstable, else ``x *= decrease``.
@@ -40,6 +35,7 @@ class BinaryController(Controller):
     """
 
     name = "binary"
+    BRANCHES = ("initial", "unstable", "stable")
     summary = "AIMD on the one-bit signal p > rho*x (Das et al. §3.2.1, fails superlinear)"
     PARAMS = (
         RHO,
@@ -62,18 +58,6 @@ class BinaryController(Controller):
         *INTERVAL_PARAMS,
     )
 
-    def __init__(self, **params: Any) -> None:
-        super().__init__(**params)
-        self._interval = initial_interval(self.params, self._bounds)
-        self._branch = "initial"
-        self._observed = 0
-
-    def _check(self, params: Params) -> None:
-        self._bounds = IntervalBounds.from_params(params, self.name)
-
-    def plan(self, now: float) -> BatchPlan:
-        return BatchPlan(self._bounds.fit(self._interval), self.params.blocks)
-
     def observe(self, report: BatchReport) -> None:
         p = self.params
         measured_point(report)
@@ -88,11 +72,5 @@ class BinaryController(Controller):
         return {"interval": self._interval, "branch": self._branch, "observed": self._observed}
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        branch = state.get("branch", "initial")
-        if branch not in _BRANCHES:
-            msg = f"binary state branch = {branch!r} is not allowed: "
-            msg += f"allowed {', '.join(_BRANCHES)}"
-            raise AdabatchError(msg)
-        self._interval = stored_interval(state, self.name)
-        self._branch = branch
+        self._restore_interval(state)
         self._observed = int(state.get("observed", 0))

@@ -9,9 +9,9 @@ Before any batch has completed it doubles the interval at every cut, like TCP sl
 (§3.3.4, second finer detail). Intervals are multiples of the mini-batch granularity (§4:
 100 ms), kept inside ``[min_interval, max_interval]``.
 
-This module also holds the interval parameters and bounds shared by the two controllers
-of §3.2 that the paper tried first (:mod:`adabatch.control.gradient`,
-:mod:`adabatch.control.binary`).
+This module also holds the interval parameters, the bounds and the :class:`StepController`
+base shared by the two controllers of §3.2 that the paper tried first
+(:mod:`adabatch.control.gradient`, :mod:`adabatch.control.binary`).
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from adabatch.control.base import (
-    MAX_BLOCKS,
+    BLOCKS,
     MAX_INTERVAL_S,
     MIN_INTERVAL_S,
     BatchPlan,
     BatchReport,
     Controller,
+    check_interval_order,
     clamp,
     round_to_granularity,
 )
@@ -78,7 +79,7 @@ INTERVAL_PARAMS: tuple[Param, ...] = (
         low=MIN_INTERVAL_S,
         high=MAX_INTERVAL_S,
     ),
-    Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS),
+    BLOCKS,
 )
 
 
@@ -96,25 +97,13 @@ class IntervalBounds:
         g = params.granularity
         low = g if params.min_interval is None else params.min_interval
         high = params.max_interval
-        if low > high:
-            msg = (
-                f"{owner} parameter 'min_interval' = {low!r} is above "
-                f"'max_interval' = {high!r}: allowed min_interval <= max_interval"
-            )
-            raise AdabatchError(msg)
+        check_interval_order(owner, low, high, params.initial_interval)
         smallest_multiple = max(1, math.ceil(low / g - _EPS)) * g
         if smallest_multiple > high + _EPS:
             msg = (
                 f"{owner} parameter 'granularity' = {g!r} has no multiple in "
                 f"[{low:g}, {high:g}]: allowed a granularity with a multiple between "
                 f"min_interval and max_interval"
-            )
-            raise AdabatchError(msg)
-        initial = params.initial_interval
-        if initial is not None and not low <= initial <= high:
-            msg = (
-                f"{owner} parameter 'initial_interval' = {initial!r} is out of range: "
-                f"allowed [{low:g}, {high:g}] (min_interval to max_interval)"
             )
             raise AdabatchError(msg)
         return cls(low=low, high=high, granularity=g)
@@ -153,6 +142,37 @@ def stored_interval(state: Mapping[str, Any], owner: str) -> float:
 def measured_point(report: BatchReport) -> tuple[float, float]:
     """``(interval_s, processing_s)`` of a report (BatchReport has checked both)."""
     return (report.interval_s, report.processing_s)
+
+
+class StepController(Controller):
+    """Base of the two §3.2 controllers (``binary``, ``gradient``): one running interval,
+    kept unrounded so small steps accumulate and planned clamped to the bounds and rounded
+    to the granularity; the branch that last moved it (one of ``BRANCHES``); the count of
+    observed batches. Subclasses implement ``observe``, ``state`` and ``restore``."""
+
+    BRANCHES: ClassVar[tuple[str, ...]]
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        self._interval = initial_interval(self.params, self._bounds)
+        self._branch = "initial"
+        self._observed = 0
+
+    def _check(self, params: Params) -> None:
+        self._bounds = IntervalBounds.from_params(params, self.name)
+
+    def plan(self, now: float) -> BatchPlan:
+        return BatchPlan(self._bounds.fit(self._interval), self.params.blocks)
+
+    def _restore_interval(self, state: Mapping[str, Any]) -> None:
+        """Restore the interval and branch of a saved state, both checked."""
+        branch = state.get("branch", "initial")
+        if branch not in self.BRANCHES:
+            msg = f"{self.name} state branch = {branch!r} is not allowed: "
+            msg += f"allowed {', '.join(self.BRANCHES)}"
+            raise AdabatchError(msg)
+        self._interval = stored_interval(state, self.name)
+        self._branch = branch
 
 
 class FixedPointController(Controller):

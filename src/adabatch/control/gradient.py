@@ -20,20 +20,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from adabatch.control.base import BatchPlan, BatchReport, Controller, clamp
+from adabatch.control.base import BatchReport, clamp
 from adabatch.control.fixed_point import (
     INTERVAL_PARAMS,
     RHO,
-    IntervalBounds,
-    initial_interval,
+    StepController,
     is_unstable,
     measured_point,
-    stored_interval,
 )
-from adabatch.errors import AdabatchError
-from adabatch.params import Param, Params
-
-_BRANCHES = ("initial", "steep", "unstable", "stable")
+from adabatch.params import Param
 
 
 def slope(points: list[tuple[float, float]]) -> float | None:
@@ -53,7 +48,7 @@ def slope(points: list[tuple[float, float]]) -> float | None:
     return sxp / sxx
 
 
-class GradientController(Controller):
+class GradientController(StepController):
     """Step the interval by the sign of stability, or down when ``dp/dx`` is steep (§3.2.2).
 
     At each completed batch: if the estimated gradient is steeper than ``threshold`` (in
@@ -65,6 +60,7 @@ class GradientController(Controller):
     """
 
     name = "gradient"
+    BRANCHES = ("initial", "steep", "unstable", "stable")
     summary = "step by stability, down on a steep dp/dx estimate (Das et al. §3.2.2, fails)"
     PARAMS = (
         RHO,
@@ -94,17 +90,8 @@ class GradientController(Controller):
 
     def __init__(self, **params: Any) -> None:
         super().__init__(**params)
-        self._interval = initial_interval(self.params, self._bounds)
         self._points: list[tuple[float, float]] = []  # (x, p), oldest first, at most `window`
         self._gradient: float | None = None
-        self._branch = "initial"
-        self._observed = 0
-
-    def _check(self, params: Params) -> None:
-        self._bounds = IntervalBounds.from_params(params, self.name)
-
-    def plan(self, now: float) -> BatchPlan:
-        return BatchPlan(self._bounds.fit(self._interval), self.params.blocks)
 
     def observe(self, report: BatchReport) -> None:
         p = self.params
@@ -131,15 +118,9 @@ class GradientController(Controller):
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
-        branch = state.get("branch", "initial")
-        if branch not in _BRANCHES:
-            msg = f"gradient state branch = {branch!r} is not allowed: "
-            msg += f"allowed {', '.join(_BRANCHES)}"
-            raise AdabatchError(msg)
         points = [(float(x), float(p)) for x, p in state.get("points", [])]
         gradient = state.get("gradient")
-        self._interval = stored_interval(state, self.name)
+        self._restore_interval(state)
         self._points = points[-self.params.window :]
         self._gradient = None if gradient is None else float(gradient)
-        self._branch = branch
         self._observed = int(state.get("observed", len(points)))

@@ -31,6 +31,8 @@ from adabatch.control.base import (
     BatchPlan,
     BatchReport,
     Controller,
+    check_interval_order,
+    check_not_above,
 )
 from adabatch.control.isotonic_blocks import BlockSearch
 from adabatch.control.isotonic_model import (
@@ -271,27 +273,11 @@ class IsotonicController(Controller):
         self._reset()
 
     def _check(self, params: Any) -> None:
-        if params.min_interval > params.max_interval:
-            msg = (
-                f"isotonic parameter 'min_interval' = {params.min_interval:g} must not exceed "
-                f"'max_interval' = {params.max_interval:g}"
-            )
-            raise AdabatchError(msg)
-        if not params.min_interval <= params.initial_interval <= params.max_interval:
-            msg = (
-                f"isotonic parameter 'initial_interval' = {params.initial_interval:g} must lie "
-                f"in [min_interval, max_interval] = [{params.min_interval:g}, "
-                f"{params.max_interval:g}]"
-            )
-            raise AdabatchError(msg)
+        high = params.max_interval
+        check_interval_order(self.name, params.min_interval, high, params.initial_interval)
         for name in ("block_interval", "granularity"):
-            value = params[name]
-            if value is not None and value > params.max_interval:
-                msg = (
-                    f"isotonic parameter {name!r} = {value:g} must not exceed "
-                    f"'max_interval' = {params.max_interval:g}"
-                )
-                raise AdabatchError(msg)
+            if params[name] is not None:
+                check_not_above(self.name, name, params[name], high)
 
     def _reset(self) -> None:
         self._stats = Stats(self._alpha)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adabatch.control.base import (
-    MAX_BLOCKS,
+    BLOCKS,
     MAX_GAIN,
     MAX_INTERVAL_S,
     MAX_RECORDS,
@@ -237,7 +237,7 @@ class PIDController(Controller):
             high=MAX_RECORDS,
             optional=True,
         ),
-        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS),
+        BLOCKS,
     )
 
     def __init__(self, **params: Any) -> None:

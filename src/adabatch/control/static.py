@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from adabatch.control.base import (
-    MAX_BLOCKS,
+    BLOCKS,
     MAX_INTERVAL_S,
     MAX_RECORDS,
     MIN_INTERVAL_S,
@@ -33,7 +33,7 @@ class StaticController(Controller):
             low=MIN_INTERVAL_S,
             high=MAX_INTERVAL_S,
         ),
-        Param("blocks", 2, "blocks (input partitions) per batch", kind=int, low=1, high=MAX_BLOCKS),
+        BLOCKS,
         Param(
             "max_records",
             None,

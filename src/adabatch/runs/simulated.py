@@ -1,8 +1,8 @@
 """Simulation runs: one controller on one scenario, the files of a run, and the static oracle.
 
 A :class:`Scenario` is everything but the controller (workload cost model, rate profile,
-duration, seed, resources); :func:`simulate` runs a controller on it and summarises with
-:func:`adabatch.metrics.summarize`; :func:`write_run` writes ``metrics.jsonl``,
+duration, seed, resources, batch queue mode); :func:`simulate` runs a controller on it and
+summarises with :func:`adabatch.metrics.summarize`; :func:`write_run` writes ``metrics.jsonl``,
 ``timeline.png``, ``sweep.json`` (with a sweep) and ``summary.json`` last;
 :func:`sweep_static` runs the ``static`` controller over a grid of intervals (and blocks)
 and picks the best stable one, the papers' oracle (fixed-point §5.2: "the minimum latency
@@ -20,11 +20,13 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from adabatch.batching import QUEUE_MODES
 from adabatch.control import registry
 from adabatch.control.base import Controller
 from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import BatchRecord, RunSummary, summarize, write_jsonl
 from adabatch.outputs import OutputDir, open_output
+from adabatch.params import Param
 from adabatch.profiles import RateProfile, check_span, parse_duration, parse_profile
 from adabatch.report.progress import ProgressLine
 from adabatch.report.timeline import timeline_figure
@@ -32,10 +34,22 @@ from adabatch.runs.checks import check_duration
 from adabatch.sim.engine import ProgressFn, check_batches, run_simulation
 from adabatch.sim.workloads import CostModel, Resources, make_workload, parse_resources
 
+QUEUE = Param(
+    "queue",
+    "fifo",
+    "how batches that wait are served: fifo (the papers' model) or coalesce (Spark's)",
+    kind=str,
+    choices=QUEUE_MODES,
+)
+
 
 @dataclass(frozen=True)
 class Scenario:
-    """A workload under a rate profile for a duration; deterministic for ``seed``."""
+    """A workload under a rate profile for a duration; deterministic for ``seed``.
+
+    ``queue`` is the batch queue's mode (:data:`QUEUE`): ``fifo`` serves waiting batches one
+    at a time, ``coalesce`` merges them into the next one as Spark does.
+    """
 
     model: CostModel
     profile: RateProfile
@@ -44,8 +58,10 @@ class Scenario:
     resources: Resources = field(default_factory=Resources)
     poisson: bool = False
     skip_s: float = 0.0  # warm-up left out of the summary's means
+    queue: str = "fifo"
 
     def __post_init__(self) -> None:
+        QUEUE.parse(self.queue, owner="scenario")
         check_duration(self.duration_s, self.skip_s)
         check_span(self.profile, self.duration_s)
 
@@ -63,6 +79,7 @@ def make_scenario(
     resources: str | None = None,
     poisson: bool = False,
     warmup: str | float = 0.0,
+    queue: str = "fifo",
     base_dir: Path | None = None,
 ) -> Scenario:
     """A :class:`Scenario` from the strings the CLI takes; ``noise`` and ``cores`` are
@@ -84,6 +101,7 @@ def make_scenario(
         resources=parse_resources(resources),
         poisson=poisson,
         skip_s=parse_duration(warmup),
+        queue=queue,
     )
 
 
@@ -154,6 +172,7 @@ def simulate(
         seed=scenario.seed,
         resources=scenario.resources,
         poisson=scenario.poisson,
+        queue=scenario.queue,
         on_progress=on_progress,
     )
     extra: dict[str, Any] = {
@@ -168,6 +187,8 @@ def simulate(
         "resources": scenario.resources.spec,
         "poisson": scenario.poisson,
     }
+    if scenario.queue != QUEUE.default:  # fifo runs keep the summary they always had
+        extra["queue"] = scenario.queue
     if out.diverged:
         extra["stable"] = False
     summary = summarize(

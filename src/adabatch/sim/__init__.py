@@ -5,7 +5,7 @@ static oracle are in :mod:`adabatch.runs.simulated`; rate profiles live in
 :mod:`adabatch.profiles` (shared with Spark).
 """
 
-from adabatch.sim.engine import SimOutcome, run_simulation
+from adabatch.sim.engine import ProfileArrivals, SimOutcome, run_simulation, simulate_arrivals
 from adabatch.sim.workloads import (
     WORKLOADS,
     Cost,
@@ -26,6 +26,7 @@ __all__ = [
     "CostModel",
     "FilterModel",
     "JoinModel",
+    "ProfileArrivals",
     "ReduceModel",
     "Resources",
     "SimOutcome",
@@ -33,5 +34,6 @@ __all__ = [
     "make_workload",
     "parse_resources",
     "run_simulation",
+    "simulate_arrivals",
     "stability_crossings",
 ]

@@ -49,6 +49,7 @@ from scipy.optimize import least_squares
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
 from adabatch.outputs import write_atomic
+from adabatch.params import check_names
 from adabatch.sim.workloads import WORKLOADS, CostModel, make_workload
 
 # The terms each workload's fit moves (the rest keep their defaults or known values).
@@ -236,13 +237,7 @@ def fit(
     base = make_workload(workload, dict(known or {}))
     names = tuple(free) if free is not None else free_params(workload, cells, base.cores)
     values = base.values()
-    unknown = [n for n in names if n not in values]
-    if unknown:
-        msg = (
-            f"workload {workload!r} has no model parameter {unknown[0]!r} to fit: "
-            f"allowed {', '.join(values)}"
-        )
-        raise AdabatchError(msg)
+    check_names(base.parameters(), names, holder=f"workload {workload!r}", noun="model parameter")
     if len(cells) < len(names):
         msg = (
             f"calibration of {workload!r} has {len(cells)} cells for {len(names)} free "

@@ -47,7 +47,7 @@ import numpy as np
 
 from adabatch.errors import AdabatchError
 from adabatch.inputs import read_json_file
-from adabatch.params import Param
+from adabatch.params import Param, parse_values
 from adabatch.profiles import parse_duration
 
 
@@ -230,17 +230,9 @@ class CostModel:
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> CostModel:
         """A copy with ``overrides`` (strings or numbers) validated and applied."""
-        known = {p.name: p for p in self.parameters()}
-        values = {}
-        for key, raw in overrides.items():
-            if key not in known:
-                msg = (
-                    f"workload {self.name!r} has no model parameter {key!r}: "
-                    f"allowed {', '.join(known)}"
-                )
-                raise AdabatchError(msg)
-            values[key] = known[key].parse(raw, owner=f"workload {self.name!r}")
-        return dataclasses.replace(self, **values)
+        owner = f"workload {self.name!r}"
+        checked = parse_values(self.parameters(), overrides, owner=owner, noun="model parameter")
+        return dataclasses.replace(self, **{name: checked[name] for name in overrides})
 
     @classmethod
     def from_calibration(cls, path: str | Path) -> CostModel:

@@ -31,22 +31,10 @@ from adabatch.params import Param
 
 
 def allowed(param: Param) -> str:
-    """The values ``param`` allows, in words: ``"an integer from 1 to 100"``, ``"a finite
-    number > 0"``, ``"a finite number of seconds from -1e+12 to 1e+12"``."""
-    noun, low, high = param.help, param.low, param.high
-    fmt = "g"
-    if param.kind is int:  # whole numbers in full: 9007199254740992, not 9.0072e+15
-        noun, fmt = "an integer", "d"
-        low = None if low is None else int(low)
-        high = None if high is None else int(high)
-    if low is not None and high is not None and not (param.low_open or param.high_open):
-        return f"{noun} from {low:{fmt}} to {high:{fmt}}"
-    bounds = []
-    if low is not None:
-        bounds.append(f"{'>' if param.low_open else '>='} {low:{fmt}}")
-    if high is not None:
-        bounds.append(f"{'<' if param.high_open else '<='} {high:{fmt}}")
-    return " ".join([noun, " and ".join(bounds)]).strip()
+    """The values ``param`` allows, in words (:meth:`Param.in_words`, the param's ``help``
+    naming the number): ``"an integer from 1 to 100"``, ``"a finite number > 0"``, ``"a
+    finite number of seconds from -1e+12 to 1e+12"``."""
+    return param.in_words(param.help)
 
 
 def check_number(
