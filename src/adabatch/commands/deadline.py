@@ -26,6 +26,7 @@ from adabatch.deadline.core.spec import MAX_TIME, STRATEGIES, TIME_TRIGGERS
 from adabatch.deadline.core.spec_file import load_scenario, load_specs, write_scenario
 from adabatch.errors import AdabatchError
 from adabatch.outputs import check_new_file
+from adabatch.report.text import fmt_value
 
 NAME = "deadline"
 HELP = "deadline-aware intermittent query scheduling (plan, simulate, Spark runs)"
@@ -51,6 +52,10 @@ MAX_DELTA = 1000.0
 
 def _seed(text: str) -> int:
     return parse_bounded_int(text, "--seed", 0, MAX_SEED)
+
+
+def _rsf(text: str) -> float:
+    return parse_float(text, "--rsf", 0.0, MAX_RSF)
 
 
 def _c_max(text: str, *, allow_inf: bool) -> float:
@@ -168,10 +173,6 @@ def run(args: argparse.Namespace) -> int:
     return int(args.deadline_run(args) or 0)
 
 
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
 def run_plan(args: argparse.Namespace) -> int:
     method = parse_choice(args.method, "--method", METHODS)
     specs = load_specs(args.spec)
@@ -210,10 +211,13 @@ def _print_plan(plan: QueryPlan) -> None:
         print(f"{plan.query}: INFEASIBLE - {plan.reason}")
         print()
         return
+    one, done, deadline = (
+        fmt_value(v, "{:.3f}") for v in (plan.single_batch_cost, plan.completion, plan.deadline)
+    )
     print(
         f"{plan.query}: {plan.num_batches} batch(es), cost {plan.cost:.3f} s "
-        f"(final aggregation {plan.agg_cost:.3f} s, one batch {_fmt(plan.single_batch_cost)} s), "
-        f"completes {_fmt(plan.completion)} for deadline {_fmt(plan.deadline)}"
+        f"(final aggregation {plan.agg_cost:.3f} s, one batch {one} s), "
+        f"completes {done} for deadline {deadline}"
     )
     print(f"    {'#':>3} {'start':>12} {'end':>12} {'tuples':>12} {'cost_s':>10}")
     for i, b in enumerate(plan.batches, start=1):
@@ -228,7 +232,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     trigger = None
     if args.time_trigger is not None:
         trigger = parse_choice(args.time_trigger, "--time-trigger", TIME_TRIGGERS)
-    rsf = None if args.rsf is None else parse_float(args.rsf, "--rsf", 0.0, MAX_RSF)
+    rsf = None if args.rsf is None else _rsf(args.rsf)
     c_max = None if args.c_max is None else _c_max(args.c_max, allow_inf=True)
     noise = parse_float(args.noise, "--noise", 0.0, MAX_NOISE)
     seed = _seed(args.seed)
@@ -279,7 +283,7 @@ def run_generate(args: argparse.Namespace) -> int:
     queries = parse_bounded_int(args.queries, "--queries", 1, MAX_QUERIES)
     delta = parse_float(args.delta, "--delta", 0.0, MAX_DELTA, open_low=True)
     seed = _seed(args.seed)
-    rsf = parse_float(args.rsf, "--rsf", 0.0, MAX_RSF)
+    rsf = _rsf(args.rsf)
     c_max = _c_max(args.c_max, allow_inf=False)
     strategy = parse_choice(args.strategy, "--strategy", STRATEGIES)
     check_new_file(args.out, "scenario file", force=args.force)  # before the work

@@ -15,6 +15,7 @@ from adabatch.deadline.core.spec import MAX_TIME, QUERY_NAMES, STRATEGIES, TIME_
 from adabatch.deadline.spark.tpch import DEFAULT_RATE, DEFAULT_SCALE_FACTOR, DEFAULT_SLOTS
 from adabatch.errors import AdabatchError, shown
 from adabatch.outputs import open_output
+from adabatch.report.text import fmt_value
 
 DEFAULT_DATA = "runs/deadline-data"
 
@@ -54,6 +55,17 @@ def _data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
 
 
+def _run_arguments(parser: argparse.ArgumentParser, out: str) -> None:
+    """What a command that runs queries in real time takes besides its own options: the
+    time scale, where it writes, JSON output, and the landing data."""
+    parser.add_argument(
+        "--time-scale", default="1", help=f"real s per spec second, > 0 and <= {MAX_FACTOR:g}"
+    )
+    parser.add_argument("--out", default=out, help="output directory")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    _data_arguments(parser)
+
+
 def _csv_items(text: str, what: str) -> list[str]:
     """The non-empty comma-separated items of ``text``: at least one, at most ``MAX_LIST``."""
     items = [v.strip() for v in text.split(",") if v.strip()]
@@ -80,6 +92,12 @@ def _check_data(args: argparse.Namespace) -> None:
     args.sf = parse_float(args.sf, "--sf", 0.0, MAX_SCALE_FACTOR, open_low=True)
     args.slots = parse_bounded_int(args.slots, "--slots", 1, MAX_SLOTS)
     args.rate = parse_float(args.rate, "--rate", 0.0, MAX_SLOT_RATE, open_low=True)
+
+
+def _check_run(args: argparse.Namespace) -> None:
+    """Validate :func:`_run_arguments`' options in place, before any work."""
+    args.time_scale = _factor(args.time_scale, "--time-scale")
+    _check_data(args)
 
 
 def add_subcommands(sub: Any) -> None:
@@ -146,13 +164,8 @@ def _add_run(sub: Any, names: str) -> None:
         help="budget (ours, the default) or always (the paper's Sec. 4.4 rule): when a late "
         "MinBatch runs on time (with --multi)",
     )
-    run.add_argument(
-        "--time-scale", default="1", help=f"real s per spec second, > 0 and <= {MAX_FACTOR:g}"
-    )
     run.add_argument("--no-check", action="store_true", help="skip the DuckDB comparison")
-    run.add_argument("--out", default="runs/deadline-run", help="output directory")
-    run.add_argument("--json", action="store_true", help="print JSON")
-    _data_arguments(run)
+    _run_arguments(run, "runs/deadline-run")
     run.set_defaults(deadline_run=run_run)
 
 
@@ -175,12 +188,7 @@ def _add_baseline(sub: Any, names: str) -> None:
         help="default, available-now or processing:SECONDS (repeatable; default: default)",
     )
     base.add_argument("--deadline", default=None, help="deadline (spec seconds)")
-    base.add_argument(
-        "--time-scale", default="1", help=f"real s per spec second, > 0 and <= {MAX_FACTOR:g}"
-    )
-    base.add_argument("--out", default="runs/deadline-baseline", help="output directory")
-    base.add_argument("--json", action="store_true", help="print JSON")
-    _data_arguments(base)
+    _run_arguments(base, "runs/deadline-baseline")
     base.set_defaults(deadline_run=run_baseline)
 
 
@@ -266,7 +274,7 @@ def run_profile(args: argparse.Namespace) -> int:
 def _print_run(run: Any) -> None:
     verdict = "met" if run.met else "MISSED"
     correct = {True: "equals DuckDB", False: "DIFFERS from DuckDB", None: "not checked"}
-    completion = "-" if run.completion is None else f"{run.completion:.3f}"
+    completion = fmt_value(run.completion, "{:.3f}")
     print(
         f"{run.query} ({run.name}): {run.batches} batch(es), cost {run.cost:.3f} s, "
         f"completion {completion} for deadline {run.deadline:.3f}: {verdict}; answer "
@@ -289,14 +297,13 @@ def run_run(args: argparse.Namespace) -> int:
     # every input is checked before the TPC-H data is built
     factor = _factor(args.deadline_factor, "--deadline-factor")
     margin = _factor(args.margin, "--margin", 1.0, open_low=False)
-    args.time_scale = _factor(args.time_scale, "--time-scale")
     strategy = None
     if args.strategy is not None:
         strategy = parse_choice(args.strategy, "--strategy", STRATEGIES)
     trigger = None
     if args.time_trigger is not None:
         trigger = parse_choice(args.time_trigger, "--time-trigger", TIME_TRIGGERS)
-    _check_data(args)
+    _check_run(args)
     if args.query is not None:
         if args.profile is None:
             msg = "--query needs --profile PATH (written by `adabatch deadline profile`)"
@@ -358,8 +365,7 @@ def run_baseline(args: argparse.Namespace) -> int:
     triggers = [Trigger.parse(t) for t in (args.trigger or ["default"])]
     if args.deadline is not None:
         args.deadline = parse_float(args.deadline, "--deadline", -MAX_TIME, MAX_TIME)
-    args.time_scale = _factor(args.time_scale, "--time-scale")
-    _check_data(args)
+    _check_run(args)
     manifest = _manifest(args)
     spark = _spark(args)
     runs = []
@@ -384,7 +390,7 @@ def run_baseline(args: argparse.Namespace) -> int:
     for r in runs:
         status = f"FAILED ({r.failure})" if r.failure else "ok"
         met = "" if r.met is None else (", deadline met" if r.met else ", deadline MISSED")
-        wall = "-" if r.wall_s is None else f"{r.wall_s:.2f}"
+        wall = fmt_value(r.wall_s, "{:.2f}")
         print(
             f"{r.query} [{r.trigger}]: {r.batches} micro-batches ({r.data_batches} with data), "
             f"cost {r.cost:.3f} s, wall {wall} s, {status}{met}; answer "

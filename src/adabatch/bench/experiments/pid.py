@@ -231,6 +231,19 @@ def scaled(
     return SparkCase(name, case, klass, params)
 
 
+def spark_gains(n_star: float, interval_s: float) -> SparkCase:
+    """Spark's default gains scaled like the blog cases, with the class the blog model
+    gives them (its 1 s interval, target and thresholds)."""
+    default = pid_sweep.classify(
+        pid_sweep.simulate_pid(SPARK_DEFAULT_GAINS),
+        SPARK_DEFAULT_GAINS,
+        target_rps=pid_sweep.DEFAULT_TARGET_RPS,
+        interval_s=1.0,
+        thresholds=pid_sweep.Thresholds(),
+    )
+    return scaled("spark-gains", SPARK_DEFAULT_GAINS, default.klass, n_star, interval_s)
+
+
 def simulate_case(model: CostModel, sc: SparkCase, profile: str, duration_s: float, seed: int):
     scenario = make_scenario(WORKLOAD, profile, duration_s, seed=seed, model=model.values())
     return simulate(scenario, "pid", sc.params)
@@ -266,14 +279,7 @@ def choose_cases(
         seen.add((case.ki, case.kd))
         name = f"toxic-kp{case.kp:g}-ki{case.ki:g}-kd{case.kd:g}"
         out.append(scaled(name, case, klass, n_star, interval_s))
-    default = pid_sweep.classify(
-        pid_sweep.simulate_pid(SPARK_DEFAULT_GAINS),
-        SPARK_DEFAULT_GAINS,
-        target_rps=pid_sweep.DEFAULT_TARGET_RPS,
-        interval_s=1.0,
-        thresholds=pid_sweep.Thresholds(),
-    )
-    out.append(scaled("spark-gains", SPARK_DEFAULT_GAINS, default.klass, n_star, interval_s))
+    out.append(spark_gains(n_star, interval_s))
     return out
 
 
@@ -347,13 +353,6 @@ class Pid(Experiment):
             model, source = model_for(settings, WORKLOAD, keys=1000)
             interval = interval_for(model)
             n_guess = capacity(model, interval)
-            default = pid_sweep.classify(
-                pid_sweep.simulate_pid(SPARK_DEFAULT_GAINS),
-                SPARK_DEFAULT_GAINS,
-                target_rps=pid_sweep.DEFAULT_TARGET_RPS,
-                interval_s=1.0,
-                thresholds=pid_sweep.Thresholds(),
-            )
             self._plans[key] = Plan(
                 model=model,
                 interval_s=interval,
@@ -361,7 +360,7 @@ class Pid(Experiment):
                 n_guess=n_guess,
                 profile=f"constant:{OFFER * n_guess / interval:.0f}",
                 duration_s=QUICK_DURATION_S if settings.quick else DURATION_S,
-                gains=scaled("spark-gains", SPARK_DEFAULT_GAINS, default.klass, n_guess, interval),
+                gains=spark_gains(n_guess, interval),
             )
         return self._plans[key]
 

@@ -12,10 +12,11 @@ batches on line (Sec. 4).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from adabatch.deadline.core.cost import TIME_EPS
+from adabatch.deadline.core.cost import fits
 from adabatch.deadline.core.schedule import QueryPlan
 from adabatch.errors import AdabatchError
 
@@ -49,6 +50,19 @@ class Executor(Protocol):
     def run_batch(self, query_id: str, offset: int, tuples: int, at: float) -> float: ...
 
     def run_final(self, query_id: str, batches: int, at: float) -> float: ...
+
+
+_T = TypeVar("_T")
+
+
+def query_entry(entries: Mapping[str, _T], query_id: str) -> _T:
+    """An executor's entry for ``query_id``; an :class:`AdabatchError` listing the known
+    ids for a query it was not given."""
+    try:
+        return entries[query_id]
+    except KeyError:
+        msg = f"unknown query {query_id!r}: allowed one of {sorted(entries)}"
+        raise AdabatchError(msg) from None
 
 
 @dataclass(frozen=True)
@@ -93,7 +107,7 @@ class PlanRun:
 
     @property
     def met(self) -> bool:
-        return self.completion <= self.deadline + TIME_EPS * max(1.0, abs(self.deadline))
+        return fits(self.completion, self.deadline)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -49,11 +49,11 @@ from adabatch.deadline.core.spec import (
     C_MAX,
     RSF,
     STRATEGIES,
-    TIME_TRIGGERS,
+    DeadlineScenario,
     QuerySpec,
     check_scheduler,
 )
-from adabatch.errors import AdabatchError, shown
+from adabatch.errors import AdabatchError
 
 MAX_BATCHES = 100_000
 """Most batches one scheduling run may plan or execute (each is kept in the result; the
@@ -79,11 +79,15 @@ class MinBatch:
 def cost_in_batches_of(spec: QuerySpec, size: int, tuples: int | None = None) -> float:
     """Cost of processing ``tuples`` (default: all) in batches of ``size`` plus the final
     aggregation over that many batches (``minCompCost_{BatchSize=x}``)."""
-    n = spec.total if tuples is None else tuples
-    full, rest = divmod(n, size)
-    batches = full + (1 if rest > 0 else 0)
-    work = full * spec.cost.cost(size) + (spec.cost.cost(rest) if rest > 0 else 0.0)
+    work, batches = _work_in_batches(spec, spec.total if tuples is None else tuples, size)
     return work + spec.agg_cost.cost(batches)
+
+
+def _work_in_batches(spec: QuerySpec, tuples: int, size: int) -> tuple[float, int]:
+    """The cost of ``tuples`` in batches of ``size`` (the last one smaller), and how many."""
+    full, rest = divmod(tuples, size)
+    work = full * spec.cost.cost(size) + (spec.cost.cost(rest) if rest > 0 else 0.0)
+    return work, full + (1 if rest > 0 else 0)
 
 
 def find_min_batch_size(spec: QuerySpec, rsf: float, c_max: float = math.inf) -> MinBatch:
@@ -154,9 +158,7 @@ class QueryState:
         if left == 0:
             return spec.agg_cost.cost(self.batches)
         size = left if self.min_batch is None else self.min_batch.size
-        full, rest = divmod(left, size)
-        more = full + (1 if rest > 0 else 0)
-        work = full * spec.cost.cost(size) + (spec.cost.cost(rest) if rest > 0 else 0.0)
+        work, more = _work_in_batches(spec, left, size)
         return work + spec.agg_cost.cost(self.batches + more)
 
 
@@ -334,14 +336,15 @@ class MultiQueryScheduler:
     _specs: list[QuerySpec] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
-        if self.strategy not in ORDERS:
-            msg = f"strategy = {shown(self.strategy)}: allowed one of {', '.join(STRATEGIES)}"
-            raise AdabatchError(msg)
-        if self.time_trigger not in TIME_TRIGGERS:
-            allowed = ", ".join(TIME_TRIGGERS)
-            msg = f"time_trigger = {shown(self.time_trigger)}: allowed one of {allowed}"
-            raise AdabatchError(msg)
-        check_scheduler(self.rsf, self.c_max, self.poll_s)
+        check_scheduler(self.strategy, self.time_trigger, self.rsf, self.c_max, self.poll_s)
+
+    @classmethod
+    def for_scenario(cls, scenario: DeadlineScenario) -> MultiQueryScheduler:
+        """A scheduler with ``scenario``'s settings and its queries added."""
+        s = scenario
+        scheduler = cls(s.strategy, s.rsf, s.c_max, s.min_batch, s.poll_s, s.time_trigger)
+        scheduler.extend(s.queries)
+        return scheduler
 
     def add(self, spec: QuerySpec) -> None:
         """Submit a query; it joins the list at ``spec.added_at``."""
@@ -561,26 +564,24 @@ class MultiQueryScheduler:
         return state.spec.deadline - state.remaining_cost(state.spec.total) - blocking
 
     def _input_done(self, state: QueryState, executor: Executor) -> bool:
-        spec = state.spec
-        if spec.total_known:
-            return state.processed >= spec.total
-        now = executor.now()
-        return now >= spec.window_end and state.processed >= executor.available(state.id, now)
+        if state.spec.total_known:
+            return state.processed >= state.spec.total
+        return self._drained(state, executor, executor.now())
 
     def _complete_without_batch(self, state: QueryState, executor: Executor, now: float) -> bool:
         """An estimated-total query whose window closed with nothing left to process."""
-        spec = state.spec
-        if spec.total_known:
+        return not state.spec.total_known and self._drained(state, executor, now)
+
+    @staticmethod
+    def _drained(state: QueryState, executor: Executor, now: float) -> bool:
+        """The window has closed at ``now`` and every tuple arrived by then is processed."""
+        if now < state.spec.window_end:
             return False
-        return now >= spec.window_end and state.processed >= executor.available(state.id, now)
+        return state.processed >= executor.available(state.id, now)
 
     def _outcome(self, state: QueryState, completion: float | None, removed: bool) -> QueryOutcome:
         spec = state.spec
-        met = (
-            completion is not None
-            and not removed
-            and completion <= spec.deadline + TIME_EPS * max(1.0, abs(spec.deadline))
-        )
+        met = completion is not None and not removed and fits(completion, spec.deadline)
         return QueryOutcome(
             query=spec.id,
             deadline=spec.deadline,

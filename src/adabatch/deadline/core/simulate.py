@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from adabatch.deadline.core.cost import AggregationCost, LinearCost
+from adabatch.deadline.core.executor import query_entry
 from adabatch.deadline.core.feasibility import Feasibility, check_feasibility
 from adabatch.deadline.core.multi import MultiQueryScheduler, MultiResult
 from adabatch.deadline.core.numbers import check_number
 from adabatch.deadline.core.spec import STRATEGIES, DeadlineScenario, QuerySpec, query_spec
-from adabatch.errors import AdabatchError
 from adabatch.params import Param
 
 NOISE = Param("noise", 0.0, "a finite number", low=0.0)
@@ -57,11 +57,7 @@ class SimulatedExecutor:
         self._rng = np.random.default_rng(seed)
 
     def _spec(self, query_id: str) -> QuerySpec:
-        try:
-            return self._specs[query_id]
-        except KeyError:
-            msg = f"unknown query {query_id!r}: allowed one of {sorted(self._specs)}"
-            raise AdabatchError(msg) from None
+        return query_entry(self._specs, query_id)
 
     def _factor(self) -> float:
         if self._noise == 0.0:
@@ -101,15 +97,7 @@ def simulate_schedule(
     """Run ``scenario`` in simulation with its (or the given) strategy."""
     if strategy is not None:
         scenario = replace(scenario, strategy=strategy)
-    scheduler = MultiQueryScheduler(
-        scenario.strategy,
-        rsf=scenario.rsf,
-        c_max=scenario.c_max,
-        min_batch=scenario.min_batch,
-        poll_s=scenario.poll_s,
-        time_trigger=scenario.time_trigger,
-    )
-    scheduler.extend(scenario.queries)
+    scheduler = MultiQueryScheduler.for_scenario(scenario)
     return scheduler.run(SimulatedExecutor(scenario.queries, noise=noise, seed=seed))
 
 

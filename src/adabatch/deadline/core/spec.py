@@ -226,14 +226,7 @@ class DeadlineScenario:
     time_trigger: str = "budget"
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            msg = f"strategy = {shown(self.strategy)}: allowed one of {', '.join(STRATEGIES)}"
-            raise AdabatchError(msg)
-        if self.time_trigger not in TIME_TRIGGERS:
-            allowed = ", ".join(TIME_TRIGGERS)
-            msg = f"time_trigger = {shown(self.time_trigger)}: allowed one of {allowed}"
-            raise AdabatchError(msg)
-        check_scheduler(self.rsf, self.c_max, self.poll_s)
+        check_scheduler(self.strategy, self.time_trigger, self.rsf, self.c_max, self.poll_s)
         ids = [q.id for q in self.queries]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
@@ -241,9 +234,19 @@ class DeadlineScenario:
             raise AdabatchError(msg)
 
 
-def check_scheduler(rsf: float, c_max: float, poll_s: float) -> None:
-    """Check the multi-query scheduler's numbers (:data:`RSF`, :data:`C_MAX`,
-    :data:`POLL_S`) as Python values."""
+def check_scheduler(
+    strategy: str, time_trigger: str, rsf: float, c_max: float, poll_s: float
+) -> None:
+    """Check the multi-query scheduler's settings as Python values: the queue order and
+    time trigger by name, the numbers by :data:`RSF`, :data:`C_MAX` and :data:`POLL_S`
+    (a scenario and a scheduler take the same settings)."""
+    for name, value, allowed in (
+        ("strategy", strategy, STRATEGIES),
+        ("time_trigger", time_trigger, TIME_TRIGGERS),
+    ):
+        if value not in allowed:
+            msg = f"{name} = {shown(value)}: allowed one of {', '.join(allowed)}"
+            raise AdabatchError(msg)
     check_number(RSF, rsf, text=False)
     check_number(C_MAX, c_max, text=False, allow_inf=True)
     check_number(POLL_S, poll_s, text=False)

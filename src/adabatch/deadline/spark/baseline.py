@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adabatch.deadline.spark.jobs import (
+    CheckedAnswer,
     answer_differences,
     answer_rows,
     answer_table,
-    answer_to_json,
     final_frame,
     partial_frame,
     reference_answer,
@@ -90,8 +90,14 @@ class Trigger:
         return self.kind
 
 
+MEASURED = ("query", "trigger", "batches", "data_batches", "cost", "wall_s", "completion",
+            "deadline", "met", "failure", "memory_failure", "max_state_bytes")  # fmt: skip
+"""What a streaming run measured, in the order its JSON lists it (then its answer check,
+:meth:`~adabatch.deadline.spark.jobs.CheckedAnswer.answer_json`)."""
+
+
 @dataclass(frozen=True)
-class StreamingRun:
+class StreamingRun(CheckedAnswer):
     """One query under one trigger: micro-batches, cost, wall time, deadline, answer."""
 
     query: str
@@ -110,28 +116,8 @@ class StreamingRun:
     differences: list[str] | None
     progress: tuple[dict[str, Any], ...]
 
-    @property
-    def correct(self) -> bool | None:
-        return None if self.differences is None else not self.differences
-
     def to_json(self) -> dict[str, Any]:
-        return {
-            "query": self.query,
-            "trigger": self.trigger,
-            "batches": self.batches,
-            "data_batches": self.data_batches,
-            "cost": self.cost,
-            "wall_s": self.wall_s,
-            "completion": self.completion,
-            "deadline": self.deadline,
-            "met": self.met,
-            "failure": self.failure,
-            "memory_failure": self.memory_failure,
-            "max_state_bytes": self.max_state_bytes,
-            "correct": self.correct,
-            "differences": self.differences,
-            "answer": None if self.answer is None else answer_to_json(self.answer),
-        }
+        return {**{k: getattr(self, k) for k in MEASURED}, **self.answer_json()}
 
 
 def _executed(progress: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from adabatch.deadline.core.executor import query_entry
 from adabatch.deadline.core.spec import QuerySpec
 from adabatch.deadline.spark.jobs import (
     answer_differences,
@@ -36,6 +37,8 @@ from adabatch.deadline.spark.jobs import (
     answer_table,
     batch_frames,
     final_frame,
+    missing_input_error,
+    missing_landing,
     partial_frame,
     run_final,
     run_partial,
@@ -272,11 +275,7 @@ class SparkExecutor:
     # -- helpers -----------------------------------------------------------------------
 
     def _state(self, query_id: str) -> _QueryState:
-        try:
-            return self._queries[query_id]
-        except KeyError:
-            msg = f"unknown query {query_id!r}: allowed one of {sorted(self._queries)}"
-            raise AdabatchError(msg) from None
+        return query_entry(self._queries, query_id)
 
     def _partial_root(self, query_id: str) -> Path:
         return self.workdir / "partials" / query_id
@@ -290,19 +289,7 @@ class SparkExecutor:
     def _await_landing(self, slots: Sequence[int], query_id: str) -> None:
         """Wait (briefly) for due slots the feeder has not renamed yet; fail clearly."""
         qdef = self._state(query_id).qdef
-
-        def missing() -> list[Path]:
-            out = []
-            for i in slots:
-                slot = self.manifest.slots[i]
-                out += [
-                    self.manifest.landing_path(slot, s)
-                    for s in qdef.streams
-                    if not self.manifest.landing_path(slot, s).is_file()
-                ]
-            return out
-
-        gone = missing()
+        gone = missing_landing(self.manifest, qdef, slots)
         if not gone:
             return
         due = all(self.manifest.slots[i].arrival_s <= self.now() for i in slots)
@@ -311,14 +298,10 @@ class SparkExecutor:
             while gone and time.monotonic() < give_up:
                 self.feeder.check()
                 self._wake.wait(0.01)
-                gone = missing()
+                gone = missing_landing(self.manifest, qdef, slots)
         if gone:
-            more = f" and {len(gone) - 1} more" if len(gone) > 1 else ""
-            msg = (
-                f"query {query_id!r}: input file {str(gone[0])!r}{more} is missing from the "
-                f"landing directory (the batch reads slots {slots[0]}..{slots[-1]})"
-            )
-            raise AdabatchError(msg)
+            why = f"the batch reads slots {slots[0]}..{slots[-1]}"
+            raise missing_input_error(f"query {query_id!r}", gone, why)
 
     def _record(
         self,

@@ -56,6 +56,21 @@ def static_frames(spark: SparkSession, manifest: Manifest, query: QueryDef) -> d
     return frames
 
 
+def missing_landing(manifest: Manifest, query: QueryDef, slots: Sequence[int]) -> list[Path]:
+    """The landing files of ``slots`` that are not there, of every stream ``query`` reads
+    (slot by slot)."""
+    paths = (manifest.landing_path(manifest.slots[i], s) for i in slots for s in query.streams)
+    return [p for p in paths if not p.is_file()]
+
+
+def missing_input_error(who: str, missing: Sequence[Path], why: str) -> AdabatchError:
+    """The error for a batch whose input files (``missing``, at least one) have not landed:
+    ``who`` names the query, ``why`` the slots the batch reads."""
+    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    msg = f"{who}: input file {str(missing[0])!r}{more} is missing from the landing directory"
+    return AdabatchError(f"{msg} ({why})")
+
+
 def batch_frames(
     spark: SparkSession,
     manifest: Manifest,
@@ -68,17 +83,13 @@ def batch_frames(
     if not slots:
         msg = f"query {query.name}: a batch needs at least one slot"
         raise AdabatchError(msg)
+    missing = missing_landing(manifest, query, slots)
+    if missing:
+        why = f"slots {slots[0]}..{slots[-1]} must have landed"
+        raise missing_input_error(f"query {query.name}", missing, why)
     frames: dict[str, DataFrame] = {}
     for stream in query.streams:
         paths = [manifest.landing_path(manifest.slots[i], stream) for i in slots]
-        missing = [str(p) for p in paths if not p.is_file()]
-        if missing:
-            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
-            msg = (
-                f"query {query.name}: input file {missing[0]!r}{more} is missing from the "
-                f"landing directory (slots {slots[0]}..{slots[-1]} must have landed)"
-            )
-            raise AdabatchError(msg)
         schema = (schemas or {}).get(stream) or stream_schema(spark, manifest, stream)
         frames[stream] = spark.read.schema(schema).parquet(*[str(p) for p in paths])
     frames.update(static_frames(spark, manifest, query))
@@ -230,6 +241,24 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, Decimal | int) and isinstance(b, Decimal | int):
         return Decimal(a) == Decimal(b)
     return a == b
+
+
+class CheckedAnswer:
+    """A run whose answer is checked against DuckDB's: its ``answer`` rows (``None`` when
+    it has none) and their ``differences`` (``None`` when not checked)."""
+
+    answer: list[tuple[Any, ...]] | None
+    differences: list[str] | None
+
+    @property
+    def correct(self) -> bool | None:
+        """The answer equals DuckDB's (``None`` when not checked)."""
+        return None if self.differences is None else not self.differences
+
+    def answer_json(self) -> dict[str, Any]:
+        """The answer check's keys of the run's JSON: ``correct``, ``differences``, ``answer``."""
+        answer = None if self.answer is None else answer_to_json(self.answer)
+        return {"correct": self.correct, "differences": self.differences, "answer": answer}
 
 
 def answer_to_json(rows: Iterable[Sequence[Any]]) -> list[list[Any]]:

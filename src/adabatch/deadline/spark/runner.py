@@ -25,7 +25,7 @@ from adabatch.deadline.core.schedule import QueryPlan
 from adabatch.deadline.core.single import plan_single
 from adabatch.deadline.core.spec import DeadlineScenario, QuerySpec, query_spec
 from adabatch.deadline.spark.executor import SparkExecutor, SparkJob, check_spec
-from adabatch.deadline.spark.jobs import answer_to_json, reference_answer
+from adabatch.deadline.spark.jobs import CheckedAnswer, reference_answer
 from adabatch.deadline.spark.queries import get_query
 from adabatch.deadline.spark.tpch import Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
@@ -78,7 +78,7 @@ def spec_for(
 
 
 @dataclass(frozen=True)
-class QueryRun:
+class QueryRun(CheckedAnswer):
     """One query's outcome on Spark: schedule, measured cost, deadline and answer."""
 
     query: str
@@ -94,11 +94,6 @@ class QueryRun:
     jobs: tuple[SparkJob, ...]
     plan: QueryPlan | None = None
 
-    @property
-    def correct(self) -> bool | None:
-        """The answer equals DuckDB's (``None`` when not checked)."""
-        return None if self.differences is None else not self.differences
-
     def to_json(self) -> dict[str, Any]:
         return {
             "query": self.query,
@@ -109,9 +104,7 @@ class QueryRun:
             "batches": self.batches,
             "cost": self.cost,
             "planned_cost": self.planned_cost,
-            "correct": self.correct,
-            "differences": self.differences,
-            "answer": None if self.answer is None else answer_to_json(self.answer),
+            **self.answer_json(),
             "plan": None if self.plan is None else self.plan.to_json(),
             "jobs": [j.to_json() for j in self.jobs],
         }
@@ -207,15 +200,7 @@ def run_multi(
     for spec in scenario.queries:
         check_spec(manifest, spec)
     references = _references(manifest, scenario.queries, check)
-    scheduler = MultiQueryScheduler(
-        scenario.strategy,
-        rsf=scenario.rsf,
-        c_max=scenario.c_max,
-        min_batch=scenario.min_batch,
-        poll_s=scenario.poll_s,
-        time_trigger=scenario.time_trigger,
-    )
-    scheduler.extend(scenario.queries)
+    scheduler = MultiQueryScheduler.for_scenario(scenario)
     executor, feeder = _start(
         spark, manifest, scenario.queries, workdir, time_scale, lead_s, on_job
     )

@@ -5,11 +5,16 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adabatch.bench.experiments.deadline.rows import BenchResults, SimulationRow
+from adabatch.bench.experiments.deadline.rows import (
+    BaselineRow,
+    BenchResults,
+    SimulationRow,
+    SingleRow,
+)
 from adabatch.deadline.spark.cost_profile import CostProfile, SweepPoint
 from adabatch.outputs import save_figure
 
@@ -114,28 +119,65 @@ def _bar(ax: Any, x: float, height: float, width: float, j: int, label: str | No
     )
 
 
+def _grouped_bars(
+    ax: Any,
+    rows: Sequence[Any],
+    group: str,
+    series: str,
+    bar: Callable[[Any], tuple[float, bool | None] | None],
+    label: Callable[[Any], str],
+    tick: Callable[[Any], str] = str,
+) -> None:
+    """The rows' bars, grouped by their ``group`` field (x tick ``i``, ``tick(group)``),
+    side by side by their ``series`` field (colour ``C{j}``, ``label(series)`` once), both
+    in order of first appearance. ``bar(row)`` gives the height and whether a deadline was
+    missed (hatched; ``None``: no deadline, a plain bar), or ``None`` for no bar."""
+    groups = list(dict.fromkeys(getattr(r, group) for r in rows))
+    keys = list(dict.fromkeys(getattr(r, series) for r in rows))
+    width = 0.8 / len(keys)
+    for j, key in enumerate(keys):
+        for i, g in enumerate(groups):
+            row = next(
+                (r for r in rows if getattr(r, group) == g and getattr(r, series) == key), None
+            )
+            value = None if row is None else bar(row)
+            if value is None:
+                continue
+            height, missed = value
+            x = i + (j - (len(keys) - 1) / 2) * width
+            name = label(key) if i == 0 else None
+            if missed is None:
+                ax.bar(x, height, width, color=f"C{j}", label=name)
+            else:
+                _bar(ax, x, height, width, j, name, missed)
+    ax.set_xticks(range(len(groups)), [tick(g) for g in groups])
+
+
+def _query_figure(rows: Sequence[Any]) -> tuple[Any, Any]:
+    """A figure and its axes wide enough for a group of bars per query of ``rows``."""
+    fig = _figure(max(8, len(dict.fromkeys(r.query for r in rows)) * 0.9), 4.5)
+    return fig, fig.subplots()
+
+
+def _single_bar(r: SingleRow) -> tuple[float, bool] | None:
+    return None if r.normalised_cost is None else (r.normalised_cost, not r.met)
+
+
+def _baseline_bar(r: BaselineRow) -> tuple[float, None] | None:
+    """A plain bar: a streaming run has no deadline to miss."""
+    return None if r.ratio_to_single_batch is None else (r.ratio_to_single_batch, None)
+
+
 def _fig_single(results: BenchResults, figdir: Path) -> list[Path]:
     rows = results.single or []
     if not rows:
         return []
-    names = list(dict.fromkeys(r.query for r in rows))
-    factors = list(dict.fromkeys(r.factor for r in rows))
-    width = 0.8 / len(factors)
-    fig = _figure(max(8, len(names) * 0.9), 4.5)
-    ax = fig.subplots()
-    for j, f in enumerate(factors):
-        for i, name in enumerate(names):
-            row = next((r for r in rows if r.query == name and r.factor == f), None)
-            if row is None or row.normalised_cost is None:
-                continue
-            x = i + (j - (len(factors) - 1) / 2) * width
-            label = f"{f:g}D" if i == 0 else None
-            _bar(ax, x, row.normalised_cost, width, j, label, not row.met)
-    ax.set_xticks(range(len(names)), names)
+    fig, ax = _query_figure(rows)
+    _grouped_bars(ax, rows, "query", "factor", _single_bar, lambda f: f"{f:g}D")
     ax.set_ylabel("measured cost / D")
     ax.set_title("Fig. 6: single query, deadlines window end + f·D (hatched: missed)")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, ncol=len(factors))
+        ax.legend(fontsize=8, ncol=len(dict.fromkeys(r.factor for r in rows)))
     return [_save_png(fig, figdir / "fig6-single-deadlines.png")]
 
 
@@ -143,25 +185,9 @@ def _fig_baseline(results: BenchResults, figdir: Path) -> list[Path]:
     rows = results.baseline or []
     if not rows:
         return []
-    names = list(dict.fromkeys(r.query for r in rows))
-    triggers = list(dict.fromkeys(r.trigger for r in rows))
-    width = 0.8 / len(triggers)
-    fig = _figure(max(8, len(names) * 0.9), 4.5)
-    ax = fig.subplots()
-    for j, trig in enumerate(triggers):
-        for i, name in enumerate(names):
-            row = next((r for r in rows if r.query == name and r.trigger == trig), None)
-            if row is None or row.ratio_to_single_batch is None:
-                continue
-            ax.bar(
-                i + (j - (len(triggers) - 1) / 2) * width,
-                row.ratio_to_single_batch,
-                width,
-                color=f"C{j}",
-                label=trig if i == 0 else None,
-            )
+    fig, ax = _query_figure(rows)
+    _grouped_bars(ax, rows, "query", "trigger", _baseline_bar, str)
     ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("Structured Streaming cost / one batch (D)")
     ax.set_title("Fig. 5: Structured Streaming versus one batch")
     if ax.get_legend_handles_labels()[0]:
@@ -171,19 +197,17 @@ def _fig_baseline(results: BenchResults, figdir: Path) -> list[Path]:
 
 def _fig_panel(sub: Sequence[SimulationRow], axis: str, title: str, path: Path) -> Path:
     """One simulation figure: a bar per strategy and x value (δ or rate)."""
-    xs = list(dict.fromkeys(getattr(r, axis) for r in sub))
-    strategies = list(dict.fromkeys(r.strategy for r in sub))
-    width = 0.8 / len(strategies)
     fig = _figure(8, 4)
     ax = fig.subplots()
-    for j, strategy in enumerate(strategies):
-        for i, x in enumerate(xs):
-            row = next(r for r in sub if getattr(r, axis) == x and r.strategy == strategy)
-            pos = i + (j - (len(strategies) - 1) / 2) * width
-            label = strategy.upper() if i == 0 else None
-            _bar(ax, pos, row.normalised_cost, width, j, label, not row.all_met)
-    labels = [f"{x:g}D" if axis == "delta" else str(x) for x in xs]
-    ax.set_xticks(range(len(xs)), labels)
+    _grouped_bars(
+        ax,
+        sub,
+        axis,
+        "strategy",
+        lambda r: (r.normalised_cost, not r.all_met),
+        str.upper,
+        (lambda x: f"{x:g}D") if axis == "delta" else str,
+    )
     ax.set_ylabel("total cost / Σ single-batch cost")
     ax.set_title(title + " (hatched: a deadline missed)")
     ax.legend(fontsize=8)

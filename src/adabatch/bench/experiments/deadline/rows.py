@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from adabatch.deadline.spark.baseline import MEASURED
 from adabatch.deadline.spark.cost_profile import CostProfile, cost_profile_from_json
 
 
@@ -136,8 +137,9 @@ class SingleRow:
 @dataclass(frozen=True)
 class BaselineRow:
     """One query as a Structured Streaming query under one trigger (Fig. 5): the
-    streaming run's measurements (``StreamingRun.to_json`` without the answer), D, and its
-    cost relative to D (``None`` when the run failed)."""
+    streaming run's measurements (``StreamingRun.to_json`` without the answer, keys in
+    its order: :data:`~adabatch.deadline.spark.baseline.MEASURED`), D, and its cost
+    relative to D (``None`` when the run failed)."""
 
     run: int
     query: str
@@ -161,18 +163,7 @@ class BaselineRow:
     def to_json(self) -> dict[str, Any]:
         return {
             "run": self.run,
-            "query": self.query,
-            "trigger": self.trigger,
-            "batches": self.batches,
-            "data_batches": self.data_batches,
-            "cost": self.cost,
-            "wall_s": self.wall_s,
-            "completion": self.completion,
-            "deadline": self.deadline,
-            "met": self.met,
-            "failure": self.failure,
-            "memory_failure": self.memory_failure,
-            "max_state_bytes": self.max_state_bytes,
+            **{k: getattr(self, k) for k in MEASURED},
             "correct": self.correct,
             "differences": _list(self.differences),
             "D": self.d,
