@@ -9,7 +9,8 @@ from pathlib import Path
 
 from adabatch.bench import model, registry, runner
 from adabatch.commands import Command
-from adabatch.errors import AdabatchError, shown
+from adabatch.commands.args import parse_int
+from adabatch.errors import AdabatchError
 from adabatch.urls import redact_url
 
 NAME = "bench"
@@ -22,21 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="short CI version; asserts headline")
     parser.add_argument("--master", default="local[2]", help="Spark master URL")
     parser.add_argument("--seed", default="0", help="generator seed (integer >= 0)")
-    parser.add_argument("--docs", default="docs", help="bench all: where results.md goes")
+    parser.add_argument(
+        "--docs",
+        default=None,
+        help="bench all: publish results.md and its figures into DOCS (default: into OUT; "
+        "the repository's docs/ is written only when named)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an earlier run in OUT")
     parser.add_argument("--resume", action="store_true", help="reuse finished configs in OUT")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        msg = f"--seed {shown(text)} must be an integer >= 0"
-        raise AdabatchError(msg)
-    return value
 
 
 def _command(args: argparse.Namespace) -> str:
@@ -45,7 +40,7 @@ def _command(args: argparse.Namespace) -> str:
     if args.quick:
         parts.append("--quick")
     parts += ["--out", args.out, "--master", redact_url(args.master), "--seed", str(args.seed)]
-    if args.experiment == "all":
+    if args.experiment == "all" and args.docs is not None:
         parts += ["--docs", args.docs]
     return " ".join(shlex.quote(p) for p in parts)
 
@@ -66,13 +61,14 @@ def run(args: argparse.Namespace) -> int:
     settings = model.Settings(
         out=Path(args.out),
         quick=args.quick,
-        seed=_seed(args.seed),
+        seed=parse_int(args.seed, "--seed", 0),
         master=args.master,
         command=_command(args),
     )
     kwargs = {"force": args.force, "resume": args.resume, "progress": not args.no_progress}
     if args.experiment == "all":
-        results, page, skipped = runner.run_all(settings, docs_dir=Path(args.docs), **kwargs)
+        docs_dir = Path(args.docs) if args.docs is not None else settings.out
+        results, page, skipped = runner.run_all(settings, docs_dir=docs_dir, **kwargs)
         for result in results:
             _print_result(result)
         for line in skipped:
