@@ -325,7 +325,10 @@ def test_full_static_vs_adaptive_covers_every_workload_rate_and_baseline() -> No
     ("argv", "message"),
     [
         (["bench", "nope", "--out", "X"], "unknown experiment 'nope'"),
-        (["bench", "timeline", "--out", "X", "--seed", "-1"], "--seed '-1': allowed an integer >= 0"),
+        (
+            ["bench", "timeline", "--out", "X", "--seed", "-1"],
+            "--seed '-1': allowed an integer >= 0",
+        ),
         (["bench", "timeline", "--out", "X", "--force", "--resume"], "exclude each other"),
     ],
 )
