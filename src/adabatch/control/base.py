@@ -27,8 +27,6 @@ from typing import Any, ClassVar
 from adabatch.errors import AdabatchError
 from adabatch.params import Param, Params, parse_values
 
-Number = int | float
-
 # Bounds every controller's interval and block parameters share: a plan shorter than a
 # millisecond or more than a day, or more blocks than any cluster runs tasks, is a typo
 # that would make a run cut without end or allocate without bound.
