@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1] / "src" / "adabatch"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "urls"),
     ("registry", "params", "inputs", "outputs", "spark"),
-    ("profiles",),
+    ("profiles", "cluster"),
     ("control",),
     ("sources", "metrics"),
     ("batching",),

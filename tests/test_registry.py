@@ -60,5 +60,6 @@ def test_the_command_line_lists_the_commands_in_registry_order() -> None:
         "deadline",
         "run",
         "compare",
+        "cluster",
         "bench",
     ]

@@ -31,7 +31,7 @@ def test_parse_duration(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "abc", "-5", "5d", "1.5 minutes", "inf", "nan"])
+@pytest.mark.parametrize("text", ["", "abc", "-5", "5x", "1.5 fortnights", "inf", "nan"])
 def test_parse_duration_rejects(text):
     with pytest.raises(AdabatchError, match="duration"):
         parse_duration(text)

@@ -22,7 +22,7 @@ from adabatch.bench.ratios import oracle, ratios, spark_default
 from adabatch.errors import check_name
 from adabatch.outputs import mark_dir, remove_tree, write_atomic
 from adabatch.report import markdown
-from adabatch.report.text import fmt, fmt_ratio
+from adabatch.report.text import NOT_MEASURED, fmt, fmt_cost, fmt_ratio, not_measured
 from adabatch.urls import redact_url
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ STANDARD_COLUMNS: tuple[Column, ...] = (
     ("vs oracle", lambda o, r: fmt_ratio(r["latency_to_oracle"])),
     ("vs spark-default", lambda o, r: fmt_ratio(r["latency_to_default"])),
     ("busy", lambda o, r: fmt(o.get("busy_fraction"), 2)),
-    ("CPU s/M rec", lambda o, r: fmt(o.get("cpu_s_per_million_records"), 1)),
+    ("CPU s/M rec", lambda o, r: fmt_cost(o.summary, "cpu_s_per_million_records")),
     ("CPU vs spark-default", lambda o, r: fmt_ratio(r["cpu_to_default"])),
 )
 
@@ -299,7 +299,10 @@ def write_section(result: ExperimentResult) -> Path:
 
 def winner(a: Outcome | None, b: Outcome | None, key: str) -> str:
     """Which of two runs is lower on ``key``, among the stable ones: its controller, a tie
-    (within 5%), or that neither was stable."""
+    (within 5%), or that neither was stable; ``not measured`` for a CPU figure either run
+    could not measure."""
+    if any(o is not None and not_measured(o.summary, key) for o in (a, b)):
+        return NOT_MEASURED
     ok = [o for o in (a, b) if o is not None and o.stable and math.isfinite(o.get(key))]
     if not ok:
         return "neither (both unstable)" if a is not None and b is not None else "-"
@@ -343,8 +346,8 @@ def default_vs_adaptive_table(results: Sequence[ExperimentResult]) -> Table:
                     describe_config(ours),
                     f"{fmt(sd.get('mean_latency_s'), 2)} / {fmt(ours.get('mean_latency_s'), 2)}",
                     winner(sd, ours, "mean_latency_s"),
-                    f"{fmt(sd.get('cpu_s_per_million_records'), 1)} / "
-                    f"{fmt(ours.get('cpu_s_per_million_records'), 1)}",
+                    f"{fmt_cost(sd.summary, 'cpu_s_per_million_records')} / "
+                    f"{fmt_cost(ours.summary, 'cpu_s_per_million_records')}",
                     winner(sd, ours, "cpu_s_per_million_records"),
                     f"{'stable' if sd.stable else 'UNSTABLE'} / "
                     f"{'stable' if ours.stable else 'UNSTABLE'}",

@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     print("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))
+    note = table.cpu_note()
+    if note is not None:
+        print(note)
     for name, path in paths.items():
         print(f"{name}: {path}")
     return 130 if any(r.interrupted for r in results.values()) else 0

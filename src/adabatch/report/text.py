@@ -2,7 +2,8 @@
 
 :func:`fmt` is a table cell (``-`` for a missing or NaN value, yes/NO for a verdict),
 :func:`fmt_ratio` a ratio to a reference (``1.25x``), :func:`fmt_value` a value in a given
-pattern; :func:`summary_rows` is a run summary as (label, text) rows, the table ``simulate``
+pattern, :func:`fmt_cost` a CPU figure (``not measured`` where the run could not measure
+it); :func:`summary_rows` is a run summary as (label, text) rows, the table ``simulate``
 and ``run`` print.
 """
 
@@ -14,6 +15,10 @@ from typing import Any
 from adabatch.metrics import RunSummary
 
 MISSING = "-"
+# A run's CPU figures are not measured when the process tree the meter sees does not hold
+# the job (executors on a cluster): ``cpu_measured`` is false and ``cpu_scope`` says why.
+NOT_MEASURED = "not measured"
+COST_KEYS = frozenset({"cpu_s", "cpu_s_per_million_records", "cpu_cores_used"})
 
 
 def is_missing(value: Any) -> bool:
@@ -46,6 +51,19 @@ def fmt_ratio(value: float) -> str:
     return MISSING if not math.isfinite(value) else f"{value:.2f}x"
 
 
+def not_measured(summary: RunSummary, key: str) -> bool:
+    """Whether ``key`` is a CPU figure that ``summary``'s run did not measure (as opposed
+    to one that is merely missing, such as the cost per record of a run without records)."""
+    return (
+        key in COST_KEYS and is_missing(summary.get(key)) and summary.get("cpu_measured") is False
+    )
+
+
+def fmt_cost(summary: RunSummary, key: str, digits: int = 1) -> str:
+    """A cost cell: :func:`fmt` of the value, ``not measured`` where it was not."""
+    return NOT_MEASURED if not_measured(summary, key) else fmt(summary.get(key), digits)
+
+
 # How a summary is shown (simulate and run print the same table); rows whose key a
 # summary lacks (cost for simulations, "diverged" for Spark runs) are left out.
 SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
@@ -64,6 +82,7 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("busy_fraction", "busy fraction", "{:.3f}"),
     ("cpu_s_per_million_records", "CPU s per million records", "{:.1f}"),
     ("cpu_cores_used", "CPU cores used", "{:.2f}"),
+    ("cpu_scope", "CPU scope", "{}"),
     ("overloaded_fraction", "batches with p > x", "{:.3f}"),
     ("final_queue_len", "final queue (batches)", "{:d}"),
     ("stable", "stable", "{}"),
@@ -72,9 +91,13 @@ SUMMARY_ROWS: tuple[tuple[str, str, str], ...] = (
 
 
 def summary_rows(summary: RunSummary) -> list[tuple[str, str]]:
-    """(label, text) of every :data:`SUMMARY_ROWS` entry the summary has; ``-`` for NaN."""
+    """(label, text) of every :data:`SUMMARY_ROWS` entry the summary has; ``-`` for NaN,
+    ``not measured`` for a CPU figure the run could not measure (``CPU scope`` says why)."""
     return [
-        (label, fmt_value(summary.get(key), pattern))
+        (
+            label,
+            NOT_MEASURED if not_measured(summary, key) else fmt_value(summary.get(key), pattern),
+        )
         for key, label, pattern in SUMMARY_ROWS
         if summary.has(key)
     ]

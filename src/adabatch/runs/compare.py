@@ -65,6 +65,14 @@ class Comparison:
             out.append(row)
         return out
 
+    def cpu_note(self) -> str | None:
+        """Why the CPU columns are empty when the runs could not measure the CPU (executors
+        on a cluster): ``CPU not measured: ...``; ``None`` when every run measured it."""
+        scopes = sorted(
+            {str(s.get("cpu_scope")) for s in self.summaries if s.get("cpu_measured") is False}
+        )
+        return "CPU " + "; ".join(scopes) if scopes else None
+
 
 class CompareProgress:
     """An ``on_progress`` for :func:`compare_spark`: each run's name on a line of its
@@ -211,7 +219,9 @@ def compare_spark(
         }
         rows = json.loads(json.dumps(table.rows(), default=str))
         paths["compare"] = od.write_json(
-            "compare.json", {"best": table.best, "rows": rows}, indent=2
+            "compare.json",
+            {"best": table.best, "rows": rows, "cpu_note": table.cpu_note()},
+            indent=2,
         )
         od.complete()
     return table, results, paths

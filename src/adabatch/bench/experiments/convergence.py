@@ -238,7 +238,7 @@ def _times_table(
                 _fmt_s(sim_second),
                 report.fmt(o.get("mean_latency_s"), 2),
                 report.fmt(o.stable),
-                report.fmt(o.get("cpu_s_per_million_records"), 1),
+                report.fmt_cost(o.summary, "cpu_s_per_million_records"),
                 report.fmt(o.get("busy_fraction"), 2),
             )
         )

@@ -279,7 +279,7 @@ def _spark_table(outcomes: Sequence[Outcome], grids: Sequence[Grid]) -> report.T
                 report.fmt(o.get("mean_latency_s"), 2),
                 report.fmt(o.get("p95_latency_s"), 2),
                 report.fmt(sim_lat, 2),
-                report.fmt(o.get("cpu_s_per_million_records"), 1),
+                report.fmt_cost(o.summary, "cpu_s_per_million_records"),
                 report.fmt(o.get("busy_fraction"), 2),
             )
         )

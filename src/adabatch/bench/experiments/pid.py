@@ -536,7 +536,7 @@ def _spark_table(
                 ),
                 report.fmt(o.stable),
                 report.fmt(o.get("mean_latency_s"), 2),
-                report.fmt(o.get("cpu_s_per_million_records"), 1),
+                report.fmt_cost(o.summary, "cpu_s_per_million_records"),
             )
         )
     spark_table = report.Table(

@@ -316,6 +316,11 @@ def _timeline_picks(outcomes: Sequence[Outcome], group: str) -> list[Outcome]:
     return out
 
 
+def _cpu_text(o: Outcome) -> str:
+    cost = report.fmt_cost(o.summary, "cpu_s_per_million_records", 0)
+    return f"CPU {cost}" if cost == report.NOT_MEASURED else f"{cost} CPU s/M rec"
+
+
 def shows_text(outcomes: Sequence[Outcome], groups: Sequence[str]) -> str:
     parts = []
     for g in groups:
@@ -332,7 +337,7 @@ def shows_text(outcomes: Sequence[Outcome], groups: Sequence[str]) -> str:
                 state = "" if o.stable else " UNSTABLE"
                 bits.append(
                     f"{o.config.controller} {o.get('mean_latency_s'):.2f} s{state} at "
-                    f"{o.get('cpu_s_per_million_records'):.0f} CPU s/M rec, busy "
+                    f"{_cpu_text(o)}, busy "
                     f"{o.get('busy_fraction'):.2f}"
                 )
         parts.append(f"{g}: " + "; ".join(bits) + ".")
