@@ -2,10 +2,13 @@
 
 __version__ = "0.1.0"
 
+# The library API, imported on first use so ``import adabatch`` stays light (no pyspark).
+_API = ("read_stream", "export_prometheus")
+
 
 def __getattr__(name: str):
-    if name == "read_stream":
-        from adabatch.api import read_stream
+    if name in _API:
+        from adabatch import api
 
-        return read_stream
+        return getattr(api, name)
     raise AttributeError(name)

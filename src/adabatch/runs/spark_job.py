@@ -8,7 +8,8 @@ per-batch ``metrics.jsonl`` (written by the source as it goes), ``summary.json``
 (:func:`adabatch.report.timeline.plot_timeline`).
 
 Layout of ``out_dir``: ``metrics.jsonl``, ``summary.json``, ``timeline.png``,
-``spark_progress.jsonl`` (Spark's own per-batch progress), ``checkpoint/`` (Spark's) with
+``spark_progress.jsonl`` (Spark's own per-batch progress, a line appended as each batch
+finishes), ``checkpoint/`` (Spark's) with
 ``checkpoint/adabatch-state.json`` (the source's) inside, and the workload's SQLite file.
 Running again with the same ``out_dir`` restarts the query from its checkpoint.
 """
@@ -21,6 +22,7 @@ import json
 import re
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +56,6 @@ SPARK_CONF = {
     "spark.driver.extraJavaOptions": "-Xss16m",
     "spark.ui.showConsoleProgress": "false",
 }
-RECENT_PROGRESS = "100000"  # keep every progress report of a run (Spark keeps 100)
 # A rerun continues the query (checkpoint, metrics.jsonl, spark_progress.jsonl are kept and
 # appended to); the summary and the timeline of the earlier run are replaced.
 REPLACED_FILES = ("summary.json", "timeline.png")
@@ -292,8 +293,8 @@ def _source_options(cfg: RunConfig) -> dict[str, str]:
         "queue": cfg.queue,
         "seed": str(cfg.seed),
         "keys": str(cfg.keys),
-        "metrics_path": str((Path(cfg.out_dir) / "metrics.jsonl").resolve()),
-        "state_path": str(cfg.state_path.resolve()),
+        "metricsPath": str((Path(cfg.out_dir) / "metrics.jsonl").resolve()),
+        "statePath": str(cfg.state_path.resolve()),
     }
     out.update({f"param.{k}": str(v) for k, v in cfg.params.items()})
     out.update({k: str(v) for k, v in cfg.source_options.items()})
@@ -331,6 +332,8 @@ def _run_spark(
     stop: threading.Event | None,
 ) -> RunResult:
     from adabatch.spark import get_spark
+    from adabatch.streaming.progress import DRAIN_TIMEOUT_S as EVENTS_TIMEOUT_S
+    from adabatch.streaming.progress import ProgressLog, attach, detach, read_progress
 
     out = od.root
     paths = {
@@ -343,30 +346,41 @@ def _run_spark(
     if spark is None:
         spark = get_spark(cfg.master, conf=SPARK_CONF)
     od.begin(appends=APPENDED_FILES)
-    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", RECENT_PROGRESS)
     writer = _writer(spark, cfg, workload, wcfg, trigger_s, paths["checkpoint"])
     tail = _MetricsTail(paths["metrics"])
     status = read_status(cfg.state_path)
     stop_at = (status.last_seen if status is not None else 0.0) + cfg.duration_s
-    meter = cpu.CpuMeter()
-    wall0 = time.time()
-    query = writer.start()
-    interrupted = False
+    meter = cpu.RunMeter(cpu.session_master(spark))
+    # Spark's progress goes to spark_progress.jsonl as each batch finishes; a rerun
+    # appends, so this run's reports are the lines after ``since``
+    since = _file_size(paths["progress"])
+    log = ProgressLog(paths["progress"])
+    attach(spark, log)
     try:
-        _watch(query, cfg, stop_at, tail, on_progress, stop, wall0, meter)
-    except KeyboardInterrupt:
-        interrupted = True
+        wall0 = time.time()
+        query = writer.start()
+        log.follow(query.id)
+        interrupted = False
+        try:
+            _watch(query, cfg, stop_at, tail, on_progress, stop, wall0, meter)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            error = query.exception() if not query.isActive else None
+            query.stop()
+            meter.sample(force=True)
     finally:
-        progress = [json.loads(p.json) for p in query.recentProgress]
-        error = query.exception() if not query.isActive else None
-        query.stop()
-        meter.sample(force=True)
+        if not detach(spark, log):  # every event of the stopped query has arrived
+            warnings.warn(
+                "Spark did not deliver every progress event within "
+                f"{EVENTS_TIMEOUT_S:g} s: spark_progress.jsonl may miss the last batches",
+                stacklevel=2,
+            )
     if error is not None:
         raise AdabatchError(query_error(error))
+    log.check()
+    progress = read_progress(paths["progress"], since)
     tail.poll()
-    earlier = od.read_bytes("spark_progress.jsonl").decode("utf-8")
-    lines = "".join(json.dumps(p, separators=(",", ":")) + "\n" for p in progress)
-    od.write_text("spark_progress.jsonl", earlier + lines)
     records = read_jsonl(paths["metrics"]) if paths["metrics"].exists() else []
     if trigger_s is not None:
         records = spark_durations(records, progress)
@@ -381,6 +395,14 @@ def _run_spark(
     od.write_summary(summary.to_json())
     od.complete()
     return RunResult(tuple(records), summary, paths, interrupted)
+
+
+def _file_size(path: Path) -> int:
+    """Bytes in ``path`` (0 if absent; a symlink is not followed)."""
+    try:
+        return path.lstat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _writer(
@@ -401,8 +423,8 @@ def _writer(
         controller=cfg.controller,
         params=cfg.params,
         profile=cfg.profile,
-        metrics_path=opts["metrics_path"],
-        state_path=opts["state_path"],
+        metrics_path=opts["metricsPath"],
+        state_path=opts["statePath"],
         queue=cfg.queue,
         seed=cfg.seed,
         keys=cfg.keys,
@@ -420,14 +442,15 @@ def _writer(
 
 def _summary_extra(
     cfg: RunConfig,
-    meter: cpu.CpuMeter,
+    meter: cpu.RunMeter,
     progress: Sequence[Mapping[str, Any]],
     new_records: Sequence[BatchRecord],
     interrupted: bool,
 ) -> dict[str, Any]:
     """What a Spark run's summary adds to :func:`~adabatch.metrics.summarize`'s fields:
     the run's settings, wall time, Spark's busy fraction and the CPU cost of this run's
-    batches (``new_records``: a restarted run's earlier batches cost nothing now)."""
+    batches (``new_records``: a restarted run's earlier batches cost nothing now), with
+    what that figure covers (``cpu_scope``: off a local master it is not measured)."""
     wall = meter.wall_s
     spark_busy_s = sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress)
     return {
@@ -442,7 +465,7 @@ def _summary_extra(
         "interrupted": interrupted,
         "wall_s": wall,
         "spark_busy_fraction": spark_busy_s / 1000.0 / wall if wall > 0 else None,
-        **cpu.cost_summary(meter.cpu_s, sum(r.records for r in new_records), wall),
+        **meter.cost(sum(r.records for r in new_records)),
         "lost_reports": (load_state(cfg.state_path) or {}).get("lost_reports", 0),
     }
 
@@ -472,7 +495,7 @@ def _watch(
     on_progress: Callable[[Progress], None] | None,
     stop: threading.Event | None,
     wall0: float,
-    meter: cpu.CpuMeter,
+    meter: cpu.RunMeter,
 ) -> None:
     """Wait until stream time ``stop_at`` (or a stop), reporting progress and sampling
     the CPU meter."""
@@ -513,7 +536,7 @@ def _drain(
     cfg: RunConfig,
     tail: _MetricsTail,
     stop: threading.Event | None,
-    meter: cpu.CpuMeter,
+    meter: cpu.RunMeter,
 ) -> None:
     """Let the batch Spark is processing finish, so it is measured and committed, before
     the query stops (bounded by ``DRAIN_TIMEOUT_S``); a batch handed out meanwhile is

@@ -25,7 +25,6 @@ Total compute cost is the sum of the micro-batches' durations
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import threading
 import time
@@ -49,6 +48,7 @@ from adabatch.deadline.spark.queries import QueryDef, get_query
 from adabatch.deadline.spark.tpch import Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
 from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
+from adabatch.streaming.progress import ProgressLog, attach, detach
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -171,7 +171,6 @@ def _writer(
     writer, the partial's schema and the sink that collects its rows."""
     if watermark_s is None:
         watermark_s = max(2.0, 5.0 / manifest.rate)
-    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
     schemas = {s: stream_schema(spark, manifest, s) for s in qdef.streams}
     frames: dict[str, Any] = {}
     for stream in qdef.streams:
@@ -197,6 +196,7 @@ def _writer(
 
 
 def _watch(
+    spark: SparkSession,
     writer: Any,
     feeder: Feeder,
     give_up: float,
@@ -208,16 +208,18 @@ def _watch(
     """Start the feeder and the query, follow its progress until every input row is
     processed (or it fails, or the monotonic time ``give_up`` passes), stop both.
     Returns the progress events, the failure (``None``: none) and when the query started
-    (monotonic)."""
+    (monotonic). The events come from a listener (:class:`ProgressLog`), so the session's
+    conf is left as it was."""
     from pyspark.errors import PySparkException
     from pyspark.sql.utils import StreamingQueryException
 
     failure: str | None = None
     stream = None
     started_at: float | None = None
-    progress: list[dict[str, Any]] = []
     reported = 0
     wake = threading.Event()
+    log = ProgressLog(keep=True)
+    attach(spark, log)
     try:
         feeder.start()
         if trig.kind == "available-now":
@@ -227,9 +229,10 @@ def _watch(
                 wake.wait(0.05)
         started_at = time.monotonic()
         stream = writer.start()
+        log.follow(stream.id)
         while True:
             feeder.check()
-            progress = [json.loads(p.json) for p in stream.recentProgress]
+            progress = log.progress()
             executed = _executed(progress)
             if on_batch is not None:
                 for p in executed[reported:]:
@@ -255,9 +258,11 @@ def _watch(
                 stream.stop()
             except (StreamingQueryException, PySparkException) as exc:
                 failure = failure or str(exc).splitlines()[0]
-            progress = [json.loads(p.json) for p in stream.recentProgress] or progress
-        feeder.stop()
-    return progress, failure, started_at
+        try:
+            detach(spark, log)  # the stopped query's last events have arrived
+        finally:
+            feeder.stop()
+    return log.progress(), failure, started_at
 
 
 def _final_answer(
@@ -308,7 +313,7 @@ def run_streaming(
     wall0, mono0 = time.time(), time.monotonic()
     give_up = clock.real(manifest.window_end) + timeout_s
     progress, failure, started_at = _watch(
-        writer, feeder, give_up, trig, totals, timeout_s, on_batch
+        spark, writer, feeder, give_up, trig, totals, timeout_s, on_batch
     )
     executed = _executed(progress)
     cost_ms = sum(float(p["durationMs"].get("triggerExecution", 0)) for p in executed)

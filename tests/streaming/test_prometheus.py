@@ -1,0 +1,96 @@
+"""The Prometheus extra on real Spark: the driver serves the gauges of a running query,
+scraped over HTTP while the query runs, and drops them when it ends."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from adabatch.api import export_prometheus, read_stream
+from adabatch.errors import AdabatchError
+from adabatch.streaming.progress import drain_events
+
+pytestmark = pytest.mark.spark
+prometheus_client = pytest.importorskip("prometheus_client")
+
+QUERY = "prom_gauges"
+INTERVAL_S = 0.5
+RATE = 2000
+WAIT_S = 60.0  # give up on the first batches after this long (a stuck query)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from adabatch.spark import get_spark
+
+    return get_spark("local[2]")
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """``/metrics`` as {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode("utf-8")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def ours(samples, name: str, source: bool = True) -> float | None:
+    labels = (("query", QUERY), ("source", "0")) if source else (("query", QUERY),)
+    return samples.get((name, labels))
+
+
+def test_gauges_are_served_during_a_run_and_dropped_after(spark, tmp_path):
+    exporting = export_prometheus(spark, port=0)
+    df = read_stream(
+        spark,
+        controller="static",
+        params={"interval": INTERVAL_S, "blocks": 2},
+        profile=f"constant:{RATE}",
+        keys=100,
+    )
+    query = (
+        df.writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .queryName(QUERY)
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + WAIT_S
+        samples = scrape(exporting.port)
+        while not ours(samples, "adabatch_batch_records"):  # until a batch with records
+            assert query.isActive, query.exception()
+            assert time.monotonic() < deadline, samples
+            query.awaitTermination(0.2)
+            samples = scrape(exporting.port)
+        assert query.isActive  # scraped during the run
+    finally:
+        query.stop()
+    assert ours(samples, "adabatch_interval_seconds") == pytest.approx(INTERVAL_S, abs=0.01)
+    assert ours(samples, "adabatch_blocks") == 2
+    assert ours(samples, "adabatch_batch_records") == pytest.approx(RATE * INTERVAL_S, abs=2)
+    assert ours(samples, "adabatch_queue_records") >= 0
+    assert 0 <= ours(samples, "adabatch_queue_delay_seconds") < 60
+    assert 0 < ours(samples, "adabatch_processing_seconds", source=False) < 60
+    # no controller has a latency target: no target series
+    assert not [k for k in samples if k[0].startswith("adabatch_target")]
+    # the query ended: its series are gone, the endpoint stays up until stop()
+    assert drain_events(spark)
+    assert not [k for k in scrape(exporting.port) if dict(k[1]).get("query") == QUERY]
+    exporting.stop()
+    with pytest.raises(urllib.error.URLError):
+        scrape(exporting.port)
+
+
+def test_bad_port_is_one_line():
+    from adabatch.streaming.prometheus import PrometheusExporter
+
+    with pytest.raises(AdabatchError, match=r"port' = 70000 .*allowed integer in \[0, 65535\]"):
+        PrometheusExporter().serve(70000)
