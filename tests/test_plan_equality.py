@@ -91,7 +91,7 @@ def options(tmp_path: Path, controller: str, queue: str) -> StreamOptions:
             "profile": PROFILE,
             "queue": queue,
             "seed": str(SEED),
-            "metrics_path": str(tmp_path / "metrics.jsonl"),
+            "metricsPath": str(tmp_path / "metrics.jsonl"),
         }
     )
 

@@ -11,6 +11,8 @@ from adabatch.streaming.options import PARAM_PREFIX, parse_options
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from adabatch.streaming.prometheus import Exporting
+
 
 def absolute_trace(profile: str) -> str:
     """``trace:PATH`` with ``PATH`` made absolute: Spark's Python workers, which parse the
@@ -34,60 +36,82 @@ def read_stream(
     metrics_path: str | Path | None = None,
     state_path: str | Path | None = None,
     queue: str = "fifo",
+    *,
+    mode: str = "control",
+    max_rows_per_trigger: int | None = None,
+    min_rows_per_trigger: int | None = None,
+    max_trigger_delay: str | float | None = None,
+    starting_backlog: str | float | None = None,
     **source_options: Any,
 ) -> DataFrame:
     """A streaming DataFrame whose micro-batches ``controller`` sizes.
+
+    The keywords are the source's options (:mod:`adabatch.streaming.options`) in Python's
+    spelling; Spark gets them under their camelCase names (``maxRowsPerTrigger``, ...).
 
     Parameters
     ----------
     spark
         The session (see :func:`adabatch.spark.get_spark`).
-    source
-        Record source name (``generator``).
-    controller
-        A controller from ``adabatch controllers``, or ``"spark-default"`` to hand Spark
-        everything that has arrived at every poll (Spark's trigger decides).
-    params
-        Controller parameters, e.g. ``{"rho": 0.7}``.
-    profile
-        Rate profile of the source, e.g. ``"constant:2000"`` or ``"sine:1000:6000:60s"``.
-    metrics_path
-        ``metrics.jsonl`` to append one :class:`~adabatch.metrics.BatchRecord` per batch to.
-    state_path
-        JSON file for the controller state and cut schedule; keep it next to the query's
-        checkpoint so a restarted query continues consistently.
+    source, profile
+        Record source name (``generator``) and its rate profile (``"constant:2000"``).
+    controller, params
+        A controller from ``adabatch controllers`` and its parameters (``{"rho": 0.7}``),
+        or ``"spark-default"`` to hand Spark everything that has arrived at every poll.
+    metrics_path, state_path
+        ``metrics.jsonl`` to append one :class:`~adabatch.metrics.BatchRecord` per batch
+        to; JSON file for the controller state and cut schedule (next to the checkpoint).
     queue
         ``"fifo"`` (cut batches waiting while Spark is busy run one micro-batch each, the
         papers' model) or ``"coalesce"`` (merged into one).
+    mode
+        ``"control"`` (the controller cuts the batches) or ``"advise"`` (Spark's trigger
+        decides; the metrics carry the controller's ``advised_interval_s``/``_blocks``).
+    max_rows_per_trigger, min_rows_per_trigger, max_trigger_delay
+        Spark's read limits per micro-batch; ``max_trigger_delay`` (``"5 seconds"``,
+        default 15 minutes as Kafka's) releases a batch ``min_rows_per_trigger`` holds
+        once its oldest record has waited that long.
+    starting_backlog
+        A new query's stream starts this long before the query (``"30s"``): the records
+        of that span wait at once, as after downtime.
     **source_options
-        Options of the source, e.g. ``keys=1000, seed=7, distribution="zipf"``.
+        Options of the source, e.g. ``keys=1000, seed=7``.
 
     Returns
     -------
     DataFrame
-        The streaming DataFrame; bad options raise :class:`~adabatch.errors.AdabatchError`
-        here, before Spark is involved.
-
-    Examples
-    --------
-    >>> df = read_stream(spark, controller="fixed-point", params={"rho": 0.7},
-    ...                  profile="constant:2000", keys=100)  # doctest: +SKIP
+        The streaming DataFrame (bad options raise :class:`~adabatch.errors.AdabatchError`).
     """
     options: dict[str, str] = {
         "source": source,
         "controller": controller,
         "profile": absolute_trace(profile),
         "queue": queue,
+        "mode": mode,
     }
     options.update({PARAM_PREFIX + k: str(v) for k, v in (params or {}).items()})
     options.update({k: str(v) for k, v in source_options.items()})
-    if metrics_path is not None:
-        options["metrics_path"] = str(Path(metrics_path).resolve())
-    if state_path is not None:
-        options["state_path"] = str(Path(state_path).resolve())
+    named = {
+        "metricsPath": None if metrics_path is None else Path(metrics_path).resolve(),
+        "statePath": None if state_path is None else Path(state_path).resolve(),
+        "maxRowsPerTrigger": max_rows_per_trigger,
+        "minRowsPerTrigger": min_rows_per_trigger,
+        "maxTriggerDelay": max_trigger_delay,
+        "startingBacklog": starting_backlog,
+    }
+    options.update({k: str(v) for k, v in named.items() if v is not None})
     parsed = parse_options(options)
-
     from adabatch.streaming.source import FORMAT, register
 
-    register(spark)
+    register(spark)  # also refuses a processingTime or realTime trigger with a controller
     return spark.readStream.format(FORMAT).options(**parsed.to_options()).load()
+
+
+def export_prometheus(spark: SparkSession, port: int = 9108, addr: str = "127.0.0.1") -> Exporting:
+    """Serve live gauges of every ``adabatch`` query of ``spark`` (interval, blocks, queue,
+    processing time, labelled by query name) at ``http://addr:port/metrics``, from this
+    driver process, until ``.stop()`` on the returned handle. Needs the
+    ``adabatch[prometheus]`` extra; ``port=0`` picks a free port (``.port``)."""
+    from adabatch.streaming.prometheus import export_prometheus as start
+
+    return start(spark, port=port, addr=addr)

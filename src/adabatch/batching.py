@@ -34,6 +34,16 @@ so Spark's trigger alone decides the batches, as in a plain Structured Streaming
 
 ``stop_at`` ends the stream: no batch is cut or handed out after it (a simulation's
 duration; Spark runs until the query stops).
+
+``end_at`` ends the *input* instead (Spark's ``Trigger.AvailableNow``): no cut after it,
+and once ``now`` reaches it the records that arrived by it and are not yet in a batch go
+into a last cut at ``end_at``. Batches keep being handed out until the queue is empty, so
+the backlog as it stood at ``end_at`` drains in the windows the controller planned.
+
+A ``min_rows`` read limit holds batches back until they hold that many records; with
+``max_delay_s`` it releases them once the oldest waiting record has waited that long
+(Kafka's ``minOffsetsPerTrigger`` with ``maxTriggerDelay``), and after ``end_at`` it
+holds nothing back (no more records will come).
 """
 
 from __future__ import annotations
@@ -77,10 +87,14 @@ class CutBatch:
 
 @dataclass(frozen=True)
 class Limit:
-    """Spark's read limit for one ``latestOffset`` call (``None``: no limit)."""
+    """Spark's read limit for one ``latestOffset`` call (``None``: no limit).
+
+    ``max_delay_s`` bounds how long ``min_rows`` may hold records back: a batch is released
+    once its oldest record has waited that long, however few records it holds."""
 
     max_rows: int | None = None
     min_rows: int | None = None
+    max_delay_s: float | None = None
 
 
 NO_LIMIT = Limit()
@@ -135,6 +149,10 @@ class BatchCutter:
         Stream time at which the first interval starts.
     stop_at
         Stream time after which no batch is cut or handed out.
+    arrival_time
+        Stream time at which a record arrives (the source's ``arrival_time``), for
+        ``Limit.max_delay_s``; without it a record counts as arrived at the start of its
+        batch's window, the earliest it can have.
     """
 
     def __init__(
@@ -146,6 +164,7 @@ class BatchCutter:
         blocks: int = 2,
         start_at: float = 0.0,
         stop_at: float = math.inf,
+        arrival_time: Callable[[int], float] | None = None,
     ) -> None:
         if queue not in QUEUE_MODES:
             msg = f"queue = {queue!r}: allowed {', '.join(QUEUE_MODES)}"
@@ -155,6 +174,8 @@ class BatchCutter:
         self.queue_mode = queue
         self.blocks = blocks
         self.stop_at = stop_at
+        self.arrival_time = arrival_time
+        self.end_at: float | None = None  # Trigger.AvailableNow: no input after it
         self.next_offset = 0  # first record not yet in a cut batch
         self.next_seq = 0
         self.handed_count = 0  # batch ids of handed-out batches
@@ -180,7 +201,14 @@ class BatchCutter:
             queue_len = len(self.queue)
             changed = True
         changed = bool(self.cut_due(now)) or changed
-        if self.controller is None and self.in_flight is None and not self.queue:
+        if self.end_at is not None and now >= self.end_at:
+            changed = bool(self.cut_rest()) or changed
+        elif (
+            self.controller is None
+            and self.in_flight is None
+            # what min_rows holds back keeps growing with what arrives meanwhile
+            and (not self.queue or limit.min_rows is not None)
+        ):
             changed = self._cut_idle(now) or changed
         handed = self.hand_out(now, limit)
         return Poll(report, report_batch, queue_len, handed, changed or handed is not None)
@@ -196,7 +224,8 @@ class BatchCutter:
         if self.plan is None:
             self.plan = self.controller.plan(self.plan_start)
         cut_at = self.plan_start + self.plan.interval_s
-        return cut_at if cut_at <= self.stop_at else math.inf
+        last = self.stop_at if self.end_at is None else min(self.stop_at, self.end_at)
+        return cut_at if cut_at <= last else math.inf
 
     def cut_due(self, now: float, *, before: bool = False) -> list[CutBatch]:
         """Cut every batch due by ``now`` (strictly before it with ``before``), asking the
@@ -245,6 +274,36 @@ class BatchCutter:
             self.controller.observe(report)
         return report
 
+    def cut_rest(self) -> list[CutBatch]:
+        """Cut the records that arrived by ``end_at`` and are in no batch yet, at ``end_at``.
+
+        The last window runs from the current plan's start to ``end_at`` with the plan's
+        blocks; where the plan caps the records (``max_records``), further cuts at
+        ``end_at`` take the rest, each with the controller's next plan, so nothing that
+        arrived by ``end_at`` is left out."""
+        if self.end_at is None:
+            msg = "cut_rest needs end_at"
+            raise RuntimeError(msg)
+        end_at, cut = self.end_at, []
+        while self.available(end_at) > self.next_offset:
+            if self.controller is None:
+                interval, blocks, cap = end_at - self.last_cut_at, self.blocks, None
+            else:
+                self.next_cut_at()  # the current plan
+                assert self.plan is not None
+                interval = end_at - self.plan_start
+                if interval <= 0:  # a cut fell on end_at: the rest goes in planned windows
+                    interval = self.plan.interval_s
+                blocks, cap = self.plan.blocks, self.plan.max_records
+            cut.append(self._cut(end_at, interval, blocks, cap))
+            if self.controller is not None:
+                self.plan_start = end_at
+                self.plan = self.controller.plan(end_at)
+            if len(cut) > MAX_CUTS_PER_POLL:
+                msg = f"more than {MAX_CUTS_PER_POLL} batches cut at the end of the input"
+                raise AdabatchError(msg)
+        return cut
+
     def hand_out(self, now: float, limit: Limit = NO_LIMIT) -> CutBatch | None:
         """Start the next batch at ``now`` (see the module docstring, step 4); ``None`` if
         one is in progress, none waits, the read limit holds it back or the stream ended."""
@@ -257,7 +316,7 @@ class BatchCutter:
                 total += b.records
                 if total >= limit.min_rows:
                     break
-            if total < limit.min_rows:
+            if total < limit.min_rows and not self._release(now, limit):
                 return None
             if self.queue_mode == "coalesce":
                 take = len(self.queue)
@@ -273,6 +332,26 @@ class BatchCutter:
         self.in_flight_id = self.handed_count
         self.handed_count += 1
         return batch
+
+    def _release(self, now: float, limit: Limit) -> bool:
+        """Whether batches that ``min_rows`` holds back go out anyway: no more input will
+        come (``end_at`` reached), or the oldest waiting record has waited
+        ``max_delay_s``."""
+        if self.end_at is not None and now >= self.end_at:
+            return True
+        if limit.max_delay_s is None:
+            return False
+        oldest = self.oldest_waiting_arrival()
+        return oldest is not None and now - oldest >= limit.max_delay_s
+
+    def oldest_waiting_arrival(self) -> float | None:
+        """Arrival time of the first record in the queue (``None``: no record waits)."""
+        first = next((b for b in self.queue if b.records > 0), None)
+        if first is None:
+            return None
+        if self.arrival_time is not None:
+            return self.arrival_time(first.start)
+        return first.cut_at - first.interval_s
 
     def _cut(
         self, cut_at: float, interval_s: float, blocks: int, max_records: int | None

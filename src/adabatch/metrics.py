@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from adabatch.control.base import BatchReport
+from adabatch.control.base import BatchPlan, BatchReport
 from adabatch.errors import AdabatchError
 from adabatch.outputs import OutputDir, append_text, dumps_json, open_output
 
@@ -46,7 +46,13 @@ REQUIRED_SUMMARY_FIELDS = (
 
 @dataclass(frozen=True)
 class BatchRecord:
-    """One finished batch as written to ``metrics.jsonl``."""
+    """One finished batch as written to ``metrics.jsonl``.
+
+    ``advised_interval_s`` and ``advised_blocks`` are set in the source's ``advise`` mode
+    only: Spark's trigger made the batch, and the controller, having observed it, recommends
+    this interval and these blocks from here on. Records written before these fields
+    existed read back with them unset.
+    """
 
     batch_id: int
     interval_s: float
@@ -63,6 +69,8 @@ class BatchRecord:
     max_records: int | None = None
     queue_len: int = 0  # batches waiting (cut, not started) when this one finished
     controller_state: dict[str, Any] = field(default_factory=dict)
+    advised_interval_s: float | None = None
+    advised_blocks: int | None = None
 
     @classmethod
     def from_report(
@@ -73,9 +81,10 @@ class BatchRecord:
         max_records: int | None = None,
         queue_len: int = 0,
         controller_state: dict[str, Any] | None = None,
+        advice: BatchPlan | None = None,
     ) -> BatchRecord:
         """The record of a finished batch; ``mean_arrival_at`` defaults to the interval's
-        midpoint (even arrival)."""
+        midpoint (even arrival); ``advice`` is the controller's plan in ``advise`` mode."""
         if mean_arrival_at is None:
             mean_arrival_at = report.cut_at - report.interval_s / 2
         return cls(
@@ -94,6 +103,8 @@ class BatchRecord:
             max_records=max_records,
             queue_len=queue_len,
             controller_state=dict(controller_state or {}),
+            advised_interval_s=None if advice is None else advice.interval_s,
+            advised_blocks=None if advice is None else advice.blocks,
         )
 
     def to_json(self) -> str:

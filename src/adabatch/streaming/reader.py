@@ -21,11 +21,13 @@ from pyspark.sql.streaming.datasource import (
     ReadLimit,
     ReadMaxRows,
     ReadMinRows,
+    SupportsTriggerAvailableNow,
 )
 
 from adabatch.batching import Limit
 from adabatch.errors import AdabatchError
 from adabatch.sources.base import CHUNK_RECORDS
+from adabatch.streaming.guard import check as check_trigger
 from adabatch.streaming.offsets import INITIAL
 from adabatch.streaming.options import StreamOptions
 from adabatch.streaming.partitions import BlockPartition
@@ -47,7 +49,7 @@ def to_limit(limit: ReadLimit) -> Limit:
     raise AdabatchError(msg)
 
 
-class AdabatchStreamReader(DataSourceStreamReader):
+class AdabatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Cuts batches on a controller's schedule and hands them to Spark one at a time."""
 
     def __init__(self, options: StreamOptions) -> None:
@@ -62,8 +64,10 @@ class AdabatchStreamReader(DataSourceStreamReader):
 
     @property
     def runtime(self) -> StreamRuntime:
-        """The driver-side runtime, created on first use (never pickled)."""
+        """The driver-side runtime, created on first use (never pickled), once the
+        driver's trigger guard has no verdict against this source (:mod:`.guard`)."""
         if self._runtime is None:
+            check_trigger(self.options)
             self._runtime = StreamRuntime(self.options)
         return self._runtime
 
@@ -72,6 +76,18 @@ class AdabatchStreamReader(DataSourceStreamReader):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         return self.runtime.latest_offset(start, to_limit(limit))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """``Trigger.AvailableNow``: drain what has arrived by now, then stop (the runtime's
+        :meth:`~StreamRuntime.prepare_available_now`)."""
+        self.runtime.prepare_available_now()
+
+    def reportLatestOffset(self) -> dict | None:
+        """Everything arrived by now (Spark's ``latestOffset`` in the query progress);
+        ``None`` before the stream started. Changes nothing."""
+        if self._runtime is None:
+            return None
+        return self.runtime.report_latest_offset()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_rows_per_batch is not None:

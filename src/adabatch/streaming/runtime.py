@@ -8,28 +8,41 @@ the user's process, and never pickled). It owns the stream clock:
   ``latestOffset`` with the initial offset, Spark runs its first (empty) micro-batch —
   seconds of JVM and Python worker warm-up — and the stream starts at the next call, so the
   warm-up is not charged to the first batches.
-- After a restart the clock resumes at the stream time the state file last saw (or, with no
-  state file, at the cut of Spark's last batch): the stream stood still while the query was
-  down, so the schedule and the records continue where they stopped.
+- After a restart the clock resumes at the stream time the state file last saw, or, with no
+  state file, at the hand-out of Spark's last batch, whose end offset carries the
+  controller's state and the cut schedule (at its cut if it carries none): the stream stood
+  still while the query was down, so the schedule and the records continue where they
+  stopped.
 
 What it decides is reproducible from Spark's checkpoint: every offset handed to Spark
-carries the batch's record range, blocks and the source's start time.
+carries the batch's record range, blocks and the source's start time, and with a
+controller the state a restart on a fresh driver resumes from (:mod:`.state`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from adabatch.batching import NO_LIMIT, BatchCutter, CutBatch, Limit, Poll
+from adabatch.control.base import BatchPlan, BatchReport
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord, MetricsWriter
 from adabatch.sources.base import RecordSource
 from adabatch.streaming.offsets import INITIAL, SourceOffset, to_us
 from adabatch.streaming.options import StreamOptions
 from adabatch.streaming.partitions import BlockPartition, batch_partitions
-from adabatch.streaming.state import check_same_query, load_state, save_state
+from adabatch.streaming.state import (
+    MAX_CARRIED_CHARS,
+    check_same_query,
+    decode_carried,
+    encode_carried,
+    load_state,
+    query_key,
+    save_state,
+)
 
 WARM_UP_BLOCKS = 2  # Python workers warmed by Spark's first (empty) micro-batch
 
@@ -59,10 +72,13 @@ class StreamRuntime:
         self.source: RecordSource | None = None
         self.cutter: BatchCutter | None = None
         self.lost_reports = 0
+        self._query_key = query_key(options.fingerprint())
+        self._from_file = False  # the state came from the state file
         self._armed = False
         self._loaded = False
         self._reconciled = False
         self._replayed = False
+        self._available_now = False
         self._sources: dict[int, RecordSource] = {}
 
     # -- clock -----------------------------------------------------------------------------
@@ -76,7 +92,7 @@ class StreamRuntime:
 
     # -- Spark's calls ---------------------------------------------------------------------
 
-    def latest_offset(self, start: Mapping[str, Any], limit: Limit = NO_LIMIT) -> dict[str, int]:
+    def latest_offset(self, start: Mapping[str, Any], limit: Limit = NO_LIMIT) -> dict[str, Any]:
         """Spark's ``latestOffset(start, limit)``: the end of the next batch, or ``start``."""
         self._load()
         begin = SourceOffset.from_dict(start)
@@ -92,10 +108,11 @@ class StreamRuntime:
         if not self._reconciled:
             self._reconcile(begin)
         assert self.cutter is not None and self.start_time is not None
+        self._aim()
         now = self.now()
-        poll = self.cutter.poll(now, limit)
+        poll = self.cutter.poll(now, self._limit(limit))
         if poll.report is not None:
-            self._record(poll)
+            self._record(poll, self._advise(poll.report))
         if poll.changed:
             self._save(now)
         if poll.handed is None:
@@ -105,7 +122,64 @@ class StreamRuntime:
             cut_us=to_us(poll.handed.cut_at),
             blocks=poll.handed.blocks,
             start_time_us=to_us(self.start_time),
+            state=self._carried(now),
         ).to_dict()
+
+    def report_latest_offset(self) -> dict[str, Any] | None:
+        """Spark's ``reportLatestOffset()``: everything arrived by now, for the progress.
+
+        The offset of the records arrived up to stream time now (``cut_us``), with 0
+        blocks; ``None`` before the stream started. It only reads: no cut, no report to
+        the controller, no metrics or state written, and it does not start the clock.
+        Spark shows it as ``latestOffset``, so ``latestOffset.offset - endOffset.offset`` is
+        the backlog in records.
+        """
+        if self.cutter is None or self.source is None or self.start_time is None:
+            return None
+        now = max(self.now(), 0.0)
+        return SourceOffset(
+            offset=self.source.available(now),
+            cut_us=to_us(now),
+            blocks=0,
+            start_time_us=to_us(self.start_time),
+        ).to_dict()
+
+    def prepare_available_now(self) -> None:
+        """Spark's ``prepareForTriggerAvailableNow()``: drain what has arrived, then stop.
+
+        The target is the stream time now, or, while the stream clock stands (a new query
+        before its warm-up batch, a restart before its first ``latestOffset``), the stream
+        time at which it starts again: nothing arrives while the clock stands. No batch is
+        cut after the target; the records that arrived by it go into the controller's
+        windows and a last window ending at it, and once all are handed out
+        ``latestOffset`` returns ``start``, which ends Spark's query.
+        """
+        self._load()
+        self._available_now = True
+        self._aim()
+
+    def _aim(self) -> None:
+        """Fix the ``availableNow`` target once the stream clock runs (see above)."""
+        cutter = self.cutter
+        if not self._available_now or cutter is None or cutter.end_at is not None:
+            return
+        if self.start_time is not None:
+            cutter.end_at = max(self.now(), cutter.last_cut_at)
+
+    def _limit(self, limit: Limit) -> Limit:
+        """Spark's read limit with ``maxTriggerDelay`` bounding how long ``minRowsPerTrigger``
+        holds records back (Spark's Python ``ReadMinRows`` carries no delay)."""
+        if limit.min_rows is None or limit.max_delay_s is not None:
+            return limit
+        return dataclasses.replace(limit, max_delay_s=self.options.max_trigger_delay_s)
+
+    def _advise(self, report: BatchReport) -> BatchPlan | None:
+        """``advise`` mode: the controller observes the batch Spark's trigger made and
+        plans; its plan is the recommendation from here on (``None`` in other modes)."""
+        if not self.options.advise or self.controller is None:
+            return None
+        self.controller.observe(report)
+        return self.controller.plan(report.finished_at)
 
     def partitions(self, start: Mapping[str, Any], end: Mapping[str, Any]) -> list[BlockPartition]:
         """Spark's ``partitions(start, end)``: the batch's blocks (empty if no batch)."""
@@ -118,6 +192,8 @@ class StreamRuntime:
         begin = SourceOffset.from_dict(start)
         finish = SourceOffset.from_dict(end)
         self._load()
+        if self.cutter is None and finish.state and not self._reconciled:
+            self._resume_from_offset(finish)  # Spark replays its last batch on a fresh driver
         flight = None if self.cutter is None else self.cutter.in_flight
         if not self._reconciled and flight is not None and _end_key(flight) == finish.key():
             self.cutter.restart_in_flight(self.now())  # type: ignore[union-attr]
@@ -149,17 +225,20 @@ class StreamRuntime:
 
     def _new_cutter(self, start_at: float) -> BatchCutter:
         assert self.source is not None
-        blocks = self.options.spark_default_blocks() if self.options.spark_default else 2
+        spark_decides = self.options.spark_default or self.options.advise
+        blocks = self.options.spark_default_blocks() if spark_decides else 2
         return BatchCutter(
-            self.controller,
+            None if self.options.advise else self.controller,
             self.source.available,
             queue=self.options.queue,
             blocks=blocks,
             start_at=start_at,
+            arrival_time=self.source.arrival_time,
         )
 
     def _start(self) -> None:
-        start_us = to_us(self.clock())
+        # stream time 0 lies startingBacklog before now: that span's records wait at once
+        start_us = to_us(self.clock() - self.options.starting_backlog_s)
         self.start_time = start_us / 1e6
         self.paused_s = 0.0
         self.source = self._source_at(start_us)
@@ -179,19 +258,32 @@ class StreamRuntime:
             return
         self.start_time = float(saved["start_time"])
         self.source = self._source_at(to_us(self.start_time))
+        self._from_file = True
+        self._save(self._restore(saved))  # watchers see the resumed clock at once
+
+    def _restore(self, saved: Mapping[str, Any]) -> float:
+        """Clock, controller, cut schedule and lost reports from ``saved`` (the state file,
+        or the state an offset carries); returns the stream time the clock resumes at."""
+        assert self.start_time is not None
         last_seen = float(saved["last_seen"])
         self.paused_s = self.clock() - self.start_time - last_seen
+        self.controller = self.options.build_controller()
         if self.controller is not None and saved.get("controller") is not None:
             self.controller.restore(saved["controller"])
         self.cutter = self._new_cutter(0.0)
         self.cutter.restore(saved["cutter"])
         self.lost_reports = int(saved.get("lost_reports", 0))
-        self._save(last_seen)  # watchers see the resumed clock at once
+        return last_seen
 
     def _resume_from_offset(self, begin: SourceOffset) -> None:
-        """A restart without a state file: a fresh controller, the clock at the last cut."""
+        """A restart without a state file: the controller and schedule that ``begin``
+        carries, as at its hand-out; with none, a fresh controller and the clock at its cut."""
         self.start_time = begin.start_time_us / 1e6
         self.source = self._source_at(begin.start_time_us)
+        carried = decode_carried(begin.state, self._query_key)
+        if carried is not None:
+            self._restore(carried)
+            return
         cut_at = begin.cut_us / 1e6
         self.paused_s = self.clock() - self.start_time - cut_at
         self.cutter = self._new_cutter(cut_at)
@@ -218,6 +310,10 @@ class StreamRuntime:
                 f"{begin.start_time_us / 1e6:.6f}: use matching checkpoint and state"
             )
             raise AdabatchError(msg)
+        carried = decode_carried(begin.state, self._query_key) if self._from_file else None
+        if carried is not None and carried["cutter"]["handed_count"] > cutter.handed_count:
+            self._restore(carried)  # the state file is an older copy: the checkpoint is newer
+            cutter = self.cutter
         flight = cutter.in_flight
         if flight is not None:
             if _end_key(flight) > begin.key():
@@ -233,7 +329,7 @@ class StreamRuntime:
 
     # -- output ----------------------------------------------------------------------------
 
-    def _record(self, poll: Poll) -> None:
+    def _record(self, poll: Poll, advice: BatchPlan | None = None) -> None:
         report, batch = poll.report, poll.report_batch
         assert report is not None and batch is not None and self.source is not None
         if self.metrics is None:
@@ -244,9 +340,28 @@ class StreamRuntime:
             mean_arrival_at=mean_arrival,
             max_records=batch.max_records,
             queue_len=poll.queue_len,
-            controller_state=self.controller.state() if self.controller is not None else {},
+            controller_state=self.controller.metrics_state() if self.controller is not None else {},
+            advice=advice,
         )
         self.metrics.append(record)
+
+    def _carried(self, now: float) -> str:
+        """The state a handed-out batch's end offset carries ("" without a controller):
+        what :meth:`_restore` needs to resume at ``now``, the hand-out; without the
+        controller's state if that makes it longer than ``MAX_CARRIED_CHARS``."""
+        if self.controller is None or self.cutter is None:
+            return ""
+        carried = {
+            "query_key": self._query_key,
+            "last_seen": now,
+            "controller": self.controller.state(),
+            "cutter": self.cutter.state(),
+            "lost_reports": self.lost_reports,
+        }
+        text = encode_carried(carried)
+        if len(text) > MAX_CARRIED_CHARS:
+            text = encode_carried({**carried, "controller": None})
+        return text
 
     def _save(self, now: float | None) -> None:
         """Write the state file; ``now=None`` before the stream started."""

@@ -1,10 +1,11 @@
 """The Spark data source ``adabatch``: ``spark.readStream.format("adabatch")``.
 
-Register it once per session with :func:`register` (``adabatch.read_stream`` does), then::
+Installed with pip, ``format("adabatch")`` works in any session (``pyspark_adabatch``); an
+explicit :func:`register` still works (``adabatch.read_stream`` calls it)::
 
     df = (spark.readStream.format("adabatch")
           .option("controller", "fixed-point").option("param.rho", "0.7")
-          .option("profile", "constant:2000").option("metrics_path", "run/metrics.jsonl")
+          .option("profile", "constant:2000").option("metricsPath", "run/metrics.jsonl")
           .load())
 
 Options are strings (:mod:`adabatch.streaming.options` lists them); they are validated at
@@ -42,5 +43,9 @@ class AdabatchDataSource(DataSource):
 
 
 def register(spark: SparkSession) -> None:
-    """Make ``format("adabatch")`` available in ``spark`` (idempotent)."""
+    """Make ``format("adabatch")`` available in ``spark`` and guard its queries against a
+    trigger that would fight the controller (:mod:`adabatch.streaming.guard`); idempotent."""
+    from adabatch.streaming.guard import install
+
     spark.dataSource.register(AdabatchDataSource)
+    install(spark)
