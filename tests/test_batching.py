@@ -9,42 +9,8 @@ import pytest
 
 from adabatch.batching import BatchCutter, CutBatch, Limit, merge
 from adabatch.control import registry
-from adabatch.control.base import BatchPlan, BatchReport, Controller
 from adabatch.errors import AdabatchError
-
-
-def constant(rate: float):
-    """``available(t)`` of a constant-rate stream (records arrive at k / rate)."""
-    return lambda t: max(math.floor(t * rate + 1e-9), 0)
-
-
-class Scripted(Controller):
-    """Plans the intervals it is given (then repeats the last); records what it saw."""
-
-    name = "scripted"
-    summary = "test helper"
-
-    def __init__(self, intervals, blocks=2, max_records=None):
-        super().__init__()
-        self.intervals = list(intervals)
-        self.blocks = blocks
-        self.max_records = max_records
-        self.plans: list[float] = []
-        self.reports: list[BatchReport] = []
-
-    def plan(self, now: float) -> BatchPlan:
-        self.plans.append(now)
-        x = self.intervals[min(len(self.plans) - 1, len(self.intervals) - 1)]
-        return BatchPlan(x, self.blocks, self.max_records)
-
-    def observe(self, report: BatchReport) -> None:
-        self.reports.append(report)
-
-    def state(self):
-        return {"plans": len(self.plans)}
-
-    def restore(self, state):
-        pass
+from batching_helpers import Scripted, constant
 
 
 def test_cuts_on_schedule_and_measures_processing_and_queue_delay():

@@ -9,33 +9,13 @@ import json
 
 import pytest
 from pyspark.sql.streaming.listener import QueryProgressEvent
+from runtime_helpers import Clock, make
 
 from adabatch.errors import AdabatchError
 from adabatch.streaming.offsets import INITIAL, SourceOffset
 from adabatch.streaming.options import parse_options
 from adabatch.streaming.progress import ProgressLog, read_progress, source_batches
 from adabatch.streaming.reader import AdabatchStreamReader
-from adabatch.streaming.runtime import StreamRuntime
-
-
-class Clock:
-    def __init__(self, t: float = 1_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def make(tmp_path, clock):
-    opts = {
-        "controller": "static",
-        "param.interval": "1.0",
-        "param.blocks": "3",
-        "profile": "constant:100",
-        "metricsPath": str(tmp_path / "metrics.jsonl"),
-        "statePath": str(tmp_path / "state.json"),
-    }
-    return StreamRuntime(parse_options(opts), clock=clock)
 
 
 def snapshot(rt, tmp_path):

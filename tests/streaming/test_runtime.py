@@ -6,36 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from runtime_helpers import Clock, make
 
 from adabatch.batching import Limit
 from adabatch.errors import AdabatchError
 from adabatch.metrics import read_jsonl
 from adabatch.streaming.offsets import INITIAL, SourceOffset
-from adabatch.streaming.options import parse_options
-from adabatch.streaming.runtime import StreamRuntime
 from adabatch.streaming.state import read_status
-
-
-class Clock:
-    def __init__(self, t: float = 1_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def make(tmp_path, clock, **extra):
-    opts = {
-        "controller": "static",
-        "param.interval": "1.0",
-        "param.blocks": "3",
-        "profile": "constant:100",
-        "metricsPath": str(tmp_path / "metrics.jsonl"),
-        "statePath": str(tmp_path / "state.json"),
-    }
-    opts.update(extra)
-    opts = {k: v for k, v in opts.items() if v is not None}
-    return StreamRuntime(parse_options(opts), clock=clock)
 
 
 def test_warm_up_batch_then_schedule_and_metrics(tmp_path):

@@ -7,35 +7,17 @@ from __future__ import annotations
 import json
 
 import pytest
+import runtime_helpers
+from runtime_helpers import Clock
 
 from adabatch.batching import NO_LIMIT, Limit
 from adabatch.metrics import BatchRecord, read_jsonl
 from adabatch.sources.generator import GeneratorSource
 from adabatch.streaming.offsets import INITIAL, SourceOffset
-from adabatch.streaming.options import parse_options
-from adabatch.streaming.runtime import StreamRuntime
-
-
-class Clock:
-    def __init__(self, t: float = 1_000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def make(tmp_path, clock, **extra):
-    opts = {
-        "controller": "static",
-        "param.interval": "1.0",
-        "param.blocks": "2",
-        "profile": "constant:100",
-        "metricsPath": str(tmp_path / "metrics.jsonl"),
-        "statePath": str(tmp_path / "state.json"),
-    }
-    opts.update(extra)
-    opts = {k: v for k, v in opts.items() if v is not None}
-    return StreamRuntime(parse_options(opts), clock=clock)
+    return runtime_helpers.make(tmp_path, clock, **{"param.blocks": "2", **extra})
 
 
 def spark_loop(rt, clock, start, processing_s=0.3, limit=NO_LIMIT, max_batches=1000):
