@@ -185,7 +185,8 @@ def _add_baseline(sub: Any, names: str) -> None:
         "--trigger",
         action="append",
         default=None,
-        help="default, available-now or processing:SECONDS (repeatable; default: default)",
+        help="default, available-now or processing:DURATION such as processing:5s "
+        "(repeatable; default: default)",
     )
     base.add_argument("--deadline", default=None, help="deadline (spec seconds)")
     _run_arguments(base, "runs/deadline-baseline")

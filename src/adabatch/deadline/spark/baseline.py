@@ -5,7 +5,7 @@ over the landing directory, with
 
 - ``default``: the default trigger (the next micro-batch starts as soon as the previous
   one ends, with every file that has landed);
-- ``processing:SECONDS``: a fixed processing-time trigger interval;
+- ``processing:DURATION``: a fixed processing-time trigger interval;
 - ``available-now``: one shot once the whole window has landed (the paper's "one-shot",
   Trigger.AvailableNow).
 
@@ -48,6 +48,7 @@ from adabatch.deadline.spark.queries import QueryDef, get_query
 from adabatch.deadline.spark.tpch import Feeder, Manifest, StreamClock
 from adabatch.errors import AdabatchError
 from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
+from adabatch.profiles import parse_duration
 from adabatch.streaming.progress import ProgressLog, attach, detach
 
 if TYPE_CHECKING:
@@ -65,21 +66,22 @@ class Trigger:
 
     @classmethod
     def parse(cls, text: str) -> Trigger:
-        """``default``, ``available-now`` or ``processing:SECONDS``."""
+        """``default``, ``available-now`` or ``processing:DURATION`` (``5``, ``5s``,
+        ``"5 seconds"``)."""
         raw = str(text).strip().lower()
         if raw in ("default", "available-now"):
             return cls(raw)
         head, sep, tail = raw.partition(":")
         if head == "processing" and sep:
             try:
-                seconds = float(tail.rstrip("s"))
-            except ValueError:
+                seconds = parse_duration(tail)
+            except AdabatchError:
                 seconds = math.nan
             if math.isfinite(seconds) and seconds > 0:
                 return cls("processing", seconds)
         msg = (
             f"trigger {text!r} is not allowed: allowed default, available-now or "
-            "processing:SECONDS (e.g. processing:5)"
+            "processing:DURATION (e.g. processing:5, processing:5s, processing:5 seconds)"
         )
         raise AdabatchError(msg)
 
