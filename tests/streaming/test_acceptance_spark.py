@@ -1,9 +1,14 @@
 """The streaming acceptance criteria on real Spark, sized for CI (about seven minutes in all).
 
 Reduce: with a per-key commit to SQLite over 4,000 keys at 8,000 records/s the processing
-time grows with the keys a batch touches (the paper's Reduce), and fixed-point settles at
-about 1.5 s on local[2] (measured on a quiet machine: interval 1.52 s, CV 0.15,
-queue delay < 0.13 s). Static at 0.5 s is below the processing time and diverges.
+time grows with the keys a batch touches (the paper's Reduce), and fixed-point settles
+where p = a + b*x crosses its slack line: about 1.5 s on local[2] when this was written
+(interval 1.52 s, CV 0.15, queue delay < 0.13 s), 0.8-1.0 s on the same machine later
+(a = 0.22 s, b = 0.46 s per second of records: per record 88 us in both code versions
+compared). Where it settles follows the host's speed, so the check takes 0.5-3 s and
+judges the convergence itself (stable, CV, queue delay). Static at 0.25 s is below the
+processing time on either host (p(0.25 s) = 0.33 s on the faster one; 0.5 s was not:
+0.45 s there) and diverges.
 
 Join: with one key the per-batch join's output grows with the square of the batch. Small
 batches are overhead-bound (0.5 s for 6,300 records), so fixed-point settles near 0.7-1 s
@@ -37,6 +42,7 @@ from adabatch.runs.spark_job import SPARK_CONF, RunConfig, run_spark
 pytestmark = pytest.mark.spark
 
 REDUCE = {"profile": "constant:8000", "keys": 4000, "per_key_commit": True}
+STATIC_REDUCE_S = 0.25
 JOIN_RATE = 10500.0
 STATIC_JOIN_S = 14.0
 SETTLE_S = 20.0  # the criteria judge convergence after the first 20 s
@@ -58,8 +64,8 @@ def convergence_failures(result) -> list[str]:
     out = []
     if not result.summary.stable:
         out.append("the summary says unstable")
-    if not 1.0 <= float(np.median(x)) <= 3.0:
-        out.append(f"median interval {float(np.median(x)):.2f} s is outside 1-3 s")
+    if not 0.5 <= float(np.median(x)) <= 3.0:
+        out.append(f"median interval {float(np.median(x)):.2f} s is outside 0.5-3 s")
     late = [r.batch_id for r in after if r.queue_delay_s >= r.interval_s]
     if late:
         out.append(f"queue delay reached one interval in batches {late}")
@@ -92,14 +98,14 @@ def test_static_below_processing_time_diverges(spark, tmp_path):
     cfg = RunConfig(
         workload="reduce",
         controller="static",
-        params={"interval": 0.5},
+        params={"interval": STATIC_REDUCE_S},
         duration_s=30.0,
         out_dir=tmp_path,
         master="local[2]",
         **REDUCE,
     )
     result = run_spark(cfg, spark=spark)
-    assert result.summary.mean_processing_s > 0.5
+    assert result.summary.mean_processing_s > STATIC_REDUCE_S
     assert result.summary.stable is False
     assert result.summary.final_queue_len >= 3
 
