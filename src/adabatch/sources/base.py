@@ -7,13 +7,20 @@ the same records (ARCHITECTURE.md, "How a controller steers real Spark").
 
 Stream time is seconds since the stream started (the rate profile's ``t``); the source's
 ``start_time`` (seconds since the Unix epoch) turns it into the ``event_time`` column.
+
+A *live* source (``LIVE = True``: files landing in a directory, a Redis Stream) reads
+records that others write, in wall-clock time. It numbers them as it discovers them and
+keeps the numbering in a compact manifest (:meth:`RecordSource.state`) that the runtime
+saves with its state file, next to the query's checkpoint; the stream clock never pauses
+(records keep arriving while the query is down), and executors read a block from what
+:meth:`RecordSource.locate` put into its partition, without the manifest.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -37,6 +44,7 @@ class RecordSource(ABC):
     """
 
     name: ClassVar[str]
+    LIVE: ClassVar[bool] = False
     OPTIONS: ClassVar[tuple[Param, ...]] = ()
     EXAMPLE_OPTIONS: ClassVar[Mapping[str, str]] = {}
 
@@ -89,3 +97,35 @@ class RecordSource(ABC):
         picks = np.linspace(start, end - 1, num=min(65, end - start)).round().astype(np.int64)
         picks = np.unique(np.concatenate([picks, start + end - 1 - picks]))
         return float(np.mean([self.arrival_time(int(n)) for n in picks]))
+
+    # -- live sources ----------------------------------------------------------------------
+    # A live source must keep, for every stream time ``t`` up to its last discovery,
+    # ``available(t)`` and ``arrival_time`` fixed: a discovery only appends records whose
+    # arrival lies after the previous discovery (the cutter asks about past cut times).
+
+    def state(self) -> dict[str, Any] | None:
+        """The manifest a restarted driver needs to map offsets to the same records
+        (JSON-able, compact: it must not grow with polls that find nothing); ``None`` for a
+        source that is a pure function of its options."""
+        return None
+
+    def restore(self, state: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
+        """Resume from :meth:`state` (called on a fresh driver before any other call)."""
+
+    def commit(self, end: int) -> None:  # noqa: B027 - optional hook
+        """Spark finished every record below ``end``: they are never read again, so the
+        manifest may forget them."""
+
+    def locate(self, start: int, end: int) -> Any:
+        """What an executor needs to read records ``start .. end-1`` without the manifest
+        (small and picklable; it travels in the input partition); ``None`` by default."""
+        return None
+
+    def read_block(self, start: int, end: int, located: Any) -> Iterator[pa.RecordBatch]:
+        """Executor side: records ``start .. end-1`` in Arrow batches of at most
+        ``CHUNK_RECORDS``, from :meth:`locate`'s answer."""
+        for lo in range(start, end, CHUNK_RECORDS):
+            yield self.records(lo, min(lo + CHUNK_RECORDS, end))
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections (the query stopped)."""

@@ -280,6 +280,24 @@ def _check_controller(controller: str, params: Mapping[str, str], mode: str) -> 
         registry.create(controller, params)  # unknown controller or bad parameter -> error
 
 
+def _check_live(parsed: StreamOptions) -> None:
+    """A live source keeps its manifest in the state file, and its records arrive when
+    others write them: it needs ``statePath`` and has no ``startingBacklog``."""
+    if parsed.state_path is None:
+        msg = (
+            f"the {parsed.source} source needs option 'statePath': the file that keeps which "
+            "offset is which record (put it next to the query's checkpoint, e.g. "
+            "CHECKPOINT/adabatch-state.json)"
+        )
+        raise AdabatchError(msg)
+    if parsed.starting_backlog_s:
+        msg = (
+            f"{OWNER} option 'startingBacklog' applies to the generator only: the "
+            f"{parsed.source} source's backlog is what has landed and not been read"
+        )
+        raise AdabatchError(msg)
+
+
 def parse_options(options: Mapping[str, Any]) -> StreamOptions:
     """Validate Spark-style options (names case-insensitive, values strings or numbers).
 
@@ -322,6 +340,8 @@ def parse_options(options: Mapping[str, Any]) -> StreamOptions:
         starting_backlog_s=_seconds(opts, "startingBacklog", "0") or 0.0,
         mode=mode,
     )
+    if cls.LIVE:
+        _check_live(parsed)
     values = cls.parse_options(dict(parsed.source_options))
     parse_profile(parsed.profile, seed=int(values.get("seed", 0)))  # type: ignore[call-overload]
     return parsed

@@ -9,7 +9,9 @@ contiguous range of offsets.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
@@ -18,12 +20,14 @@ from adabatch.sources.base import RecordSource
 
 @dataclass(frozen=True)
 class BlockPartition(InputPartition):
-    """Block ``index`` of a batch: records ``start .. end-1`` (picklable, no state)."""
+    """Block ``index`` of a batch: records ``start .. end-1`` (picklable, no state);
+    ``located`` is what a live source's executor needs to read them (its ``locate``)."""
 
     start: int
     end: int
     index: int
     start_time: float  # Unix s of stream time 0, for event_time
+    located: Any = None
 
 
 def block_bounds(source: RecordSource, start: int, end: int, blocks: int) -> list[int]:
@@ -54,4 +58,13 @@ def batch_partitions(
 ) -> list[BlockPartition]:
     """The ``blocks`` input partitions of the batch ``start .. end-1`` (some may be empty)."""
     bounds = block_bounds(source, start, end, blocks)
-    return [BlockPartition(bounds[i], bounds[i + 1], i, start_time) for i in range(blocks)]
+    return [
+        BlockPartition(
+            lo,
+            hi,
+            i,
+            start_time,
+            source.locate(lo, hi) if hi > lo else None,
+        )
+        for i, (lo, hi) in enumerate(itertools.pairwise(bounds))
+    ]

@@ -26,12 +26,11 @@ from pyspark.sql.streaming.datasource import (
 
 from adabatch.batching import Limit
 from adabatch.errors import AdabatchError
-from adabatch.sources.base import CHUNK_RECORDS
 from adabatch.streaming.guard import check as check_trigger
 from adabatch.streaming.offsets import INITIAL
 from adabatch.streaming.options import StreamOptions
 from adabatch.streaming.partitions import BlockPartition
-from adabatch.streaming.runtime import StreamRuntime
+from adabatch.streaming.runtime import MAX_POLL_WAIT_S, StreamRuntime
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -68,7 +67,7 @@ class AdabatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         driver's trigger guard has no verdict against this source (:mod:`.guard`)."""
         if self._runtime is None:
             check_trigger(self.options)
-            self._runtime = StreamRuntime(self.options)
+            self._runtime = StreamRuntime(self.options, max_wait_s=MAX_POLL_WAIT_S)
         return self._runtime
 
     def initialOffset(self) -> dict:
@@ -103,10 +102,13 @@ class AdabatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, BlockPartition)
         source = self.options.build_source(partition.start_time)
         if partition.end <= partition.start:
-            source.records(0, 0)  # an empty block still loads the code that makes records
+            if not source.LIVE:
+                source.records(0, 0)  # an empty block still loads the code that makes records
             return
-        for lo in range(partition.start, partition.end, CHUNK_RECORDS):
-            yield source.records(lo, min(lo + CHUNK_RECORDS, partition.end))
+        try:
+            yield from source.read_block(partition.start, partition.end, partition.located)
+        finally:
+            source.close()
 
     def commit(self, end: dict) -> None:
         self.runtime.commit(end)

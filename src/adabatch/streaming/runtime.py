@@ -14,6 +14,10 @@ the user's process, and never pickled). It owns the stream clock:
   still while the query was down, so the schedule and the records continue where they
   stopped.
 
+A live source (files, a Redis Stream: ``RecordSource.LIVE``) is read in wall-clock time:
+its clock never pauses, since records keep arriving while the query is down, and its
+manifest (which offset is which record) is saved in the state file with the rest.
+
 What it decides is reproducible from Spark's checkpoint: every offset handed to Spark
 carries the batch's record range, blocks and the source's start time, and with a
 controller the state a restart on a fresh driver resumes from (:mod:`.state`).
@@ -46,6 +50,13 @@ from adabatch.streaming.state import (
 
 WARM_UP_BLOCKS = 2  # Python workers warmed by Spark's first (empty) micro-batch
 
+CUT_SLACK_S = 0.0005  # woken this much after a cut, so that the cut is due
+MAX_POLL_WAIT_S = 0.5
+"""Longest a ``latestOffset`` call waits for the controller's next cut before answering
+"nothing new": Spark otherwise asks again every 10 ms (``pollingDelay``), and each call
+costs CPU on both sides; ``query.stop()`` waits for the call to return, so this bounds how
+late a stop can be."""
+
 
 def _end_key(batch: CutBatch) -> tuple[int, int]:
     return (batch.end, to_us(batch.cut_at))
@@ -60,11 +71,24 @@ class StreamRuntime:
         The validated stream options.
     clock
         Unix time in seconds; injected for tests.
+    max_wait_s, sleep
+        How long one ``latestOffset`` call may wait for the next cut when nothing is due
+        (0: answer at once, the default; the Spark reader uses :data:`MAX_POLL_WAIT_S`), and
+        how it waits (injected for tests).
     """
 
-    def __init__(self, options: StreamOptions, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        options: StreamOptions,
+        clock: Callable[[], float] = time.time,
+        *,
+        max_wait_s: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.options = options
         self.clock = clock
+        self.max_wait_s = max_wait_s
+        self.sleep = sleep
         self.controller = options.build_controller()
         self.metrics = MetricsWriter(options.metrics_path) if options.metrics_path else None
         self.start_time: float | None = None
@@ -80,6 +104,7 @@ class StreamRuntime:
         self._replayed = False
         self._available_now = False
         self._sources: dict[int, RecordSource] = {}
+        self._live = options.source_cls().LIVE
 
     # -- clock -----------------------------------------------------------------------------
 
@@ -109,12 +134,13 @@ class StreamRuntime:
             self._reconcile(begin)
         assert self.cutter is not None and self.start_time is not None
         self._aim()
-        now = self.now()
-        poll = self.cutter.poll(now, self._limit(limit))
-        if poll.report is not None:
-            self._record(poll, self._advise(poll.report))
-        if poll.changed:
-            self._save(now)
+        spark_limit = self._limit(limit)
+        now, poll = self._poll(spark_limit)
+        waited = 0.0
+        while poll.handed is None and (wait := self._wait_s(now, spark_limit, waited)) > 0:
+            self.sleep(wait)
+            waited += wait
+            now, poll = self._poll(spark_limit)
         if poll.handed is None:
             return dict(start)
         return SourceOffset(
@@ -124,6 +150,32 @@ class StreamRuntime:
             start_time_us=to_us(self.start_time),
             state=self._carried(now),
         ).to_dict()
+
+    def _poll(self, limit: Limit) -> tuple[float, Poll]:
+        """One poll of the cutter at stream time now, its report and state written."""
+        assert self.cutter is not None
+        now = self.now()
+        poll = self.cutter.poll(now, limit)
+        if poll.report is not None:
+            self._record(poll, self._advise(poll.report))
+        if poll.changed:
+            self._save(now)
+        return now, poll
+
+    def _wait_s(self, now: float, limit: Limit, waited: float) -> float:
+        """How long to wait for the controller's next cut before polling again (0: answer
+        "nothing new" now). Only when the controller cuts on its own schedule: Spark's
+        trigger, ``availableNow`` and ``minRowsPerTrigger`` decide on what arrives."""
+        cutter = self.cutter
+        budget = self.max_wait_s - waited
+        if budget <= 0 or cutter is None or cutter.controller is None:
+            return 0.0
+        if self._available_now or limit.min_rows is not None:
+            return 0.0
+        due = cutter.next_cut_at() - now
+        if not due > 0:
+            return 0.0
+        return min(due + CUT_SLACK_S, budget)
 
     def report_latest_offset(self) -> dict[str, Any] | None:
         """Spark's ``reportLatestOffset()``: everything arrived by now, for the progress.
@@ -208,13 +260,17 @@ class StreamRuntime:
         )
 
     def commit(self, end: Mapping[str, Any]) -> None:
-        """Spark's ``commit(end)``: nothing to release (the source is replayable)."""
-        SourceOffset.from_dict(end)
+        """Spark's ``commit(end)``: a live source may forget the records below it."""
+        finish = SourceOffset.from_dict(end)
+        if self.source is not None and finish != INITIAL:
+            self.source.commit(finish.offset)
 
     def stop(self) -> None:
         """Spark's ``stop()``: save the clock so a restart resumes here."""
         if self.cutter is not None and self.start_time is not None:
             self._save(self.now())
+        for source in self._sources.values():
+            source.close()
 
     # -- starting and resuming -------------------------------------------------------------
 
@@ -238,7 +294,7 @@ class StreamRuntime:
 
     def _start(self) -> None:
         # stream time 0 lies startingBacklog before now: that span's records wait at once
-        start_us = to_us(self.clock() - self.options.starting_backlog_s)
+        start_us = to_us(self.clock() - (0.0 if self._live else self.options.starting_backlog_s))
         self.start_time = start_us / 1e6
         self.paused_s = 0.0
         self.source = self._source_at(start_us)
@@ -258,6 +314,8 @@ class StreamRuntime:
             return
         self.start_time = float(saved["start_time"])
         self.source = self._source_at(to_us(self.start_time))
+        if saved.get("source") is not None:
+            self.source.restore(saved["source"])
         self._from_file = True
         self._save(self._restore(saved))  # watchers see the resumed clock at once
 
@@ -266,14 +324,14 @@ class StreamRuntime:
         or the state an offset carries); returns the stream time the clock resumes at."""
         assert self.start_time is not None
         last_seen = float(saved["last_seen"])
-        self.paused_s = self.clock() - self.start_time - last_seen
+        self.paused_s = 0.0 if self._live else self.clock() - self.start_time - last_seen
         self.controller = self.options.build_controller()
         if self.controller is not None and saved.get("controller") is not None:
             self.controller.restore(saved["controller"])
         self.cutter = self._new_cutter(0.0)
         self.cutter.restore(saved["cutter"])
         self.lost_reports = int(saved.get("lost_reports", 0))
-        return last_seen
+        return self.now() if self._live else last_seen
 
     def _resume_from_offset(self, begin: SourceOffset) -> None:
         """A restart without a state file: the controller and schedule that ``begin``
@@ -285,7 +343,7 @@ class StreamRuntime:
             self._restore(carried)
             return
         cut_at = begin.cut_us / 1e6
-        self.paused_s = self.clock() - self.start_time - cut_at
+        self.paused_s = 0.0 if self._live else self.clock() - self.start_time - cut_at
         self.cutter = self._new_cutter(cut_at)
         self.cutter.skip_to(begin.offset)
 
@@ -380,6 +438,7 @@ class StreamRuntime:
                 else self.controller.state(),
                 "cutter": self.cutter.state() if started else None,
                 "lost_reports": self.lost_reports,
+                "source": self.source.state() if started and self.source is not None else None,
                 "saved_at": self.clock(),
             },
         )
