@@ -335,7 +335,16 @@ class StreamRuntime:
 
     def _resume_from_offset(self, begin: SourceOffset) -> None:
         """A restart without a state file: the controller and schedule that ``begin``
-        carries, as at its hand-out; with none, a fresh controller and the clock at its cut."""
+        carries, as at its hand-out; with none, a fresh controller and the clock at its cut.
+        A live source cannot: which offset is which record is only in the state file."""
+        if self._live:
+            msg = (
+                f"the {self.options.source} source's manifest (which offset is which record) "
+                f"is kept in the state file {self.options.state_path!r}, which is missing or "
+                f"was replaced, but Spark's checkpoint is at offset {begin.offset}: restore "
+                "the state file, or start the query on a new checkpoint"
+            )
+            raise AdabatchError(msg)
         self.start_time = begin.start_time_us / 1e6
         self.source = self._source_at(begin.start_time_us)
         carried = decode_carried(begin.state, self._query_key)
@@ -343,7 +352,7 @@ class StreamRuntime:
             self._restore(carried)
             return
         cut_at = begin.cut_us / 1e6
-        self.paused_s = 0.0 if self._live else self.clock() - self.start_time - cut_at
+        self.paused_s = self.clock() - self.start_time - cut_at
         self.cutter = self._new_cutter(cut_at)
         self.cutter.skip_to(begin.offset)
 
