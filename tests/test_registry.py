@@ -60,6 +60,7 @@ def test_the_command_line_lists_the_commands_in_registry_order() -> None:
         "deadline",
         "run",
         "compare",
+        "produce",
         "cluster",
         "bench",
     ]

@@ -24,6 +24,7 @@ COMMANDS: Registry[Command] = Registry(
         "deadline": "adabatch.commands.deadline:COMMAND",
         "run": "adabatch.commands.run:COMMAND",
         "compare": "adabatch.commands.compare:COMMAND",
+        "produce": "adabatch.commands.produce:COMMAND",
         "cluster": "adabatch.commands.cluster:COMMAND",
         "bench": "adabatch.commands.bench:COMMAND",
     },

@@ -6,6 +6,12 @@ stream seconds (directory ``warmup/``) warms the session. An output directory th
 an earlier run is refused unless ``--resume`` (finished configs with the same
 ``config.json`` are reused, :mod:`adabatch.bench.resume`) or ``--force`` (deleted, only if
 it has our ``bench.json``).
+
+``source`` (``adabatch bench NAME --source SPEC``) replaces the generator in every run by
+a Redis Stream (``redis://HOST:PORT[/DB]/STREAM``) that a producer fills meanwhile, each
+run reading what arrives during it; an experiment that sets generator options or compares
+several rate profiles (one producer sends one) refuses it, and so does every experiment a
+landing directory (:func:`adabatch.runs.compare.for_sequential_runs`).
 """
 
 from __future__ import annotations
@@ -33,13 +39,15 @@ from adabatch.errors import AdabatchError, check_name
 from adabatch.metrics import RunSummary, read_jsonl
 from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
 from adabatch.report.progress import ProgressLine
+from adabatch.runs.compare import check_sequential, for_sequential_runs
+from adabatch.runs.source_spec import GENERATOR, parse_source
 from adabatch.streaming.options import SPARK_DEFAULT
 from adabatch.urls import redact_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from adabatch.runs.spark_job import Progress
+    from adabatch.runs.spark_job import Progress, RunConfig
 
 WARMUP_DIR = "warmup"
 """The unmeasured warm-up run's directory (a reserved config name)."""
@@ -88,9 +96,50 @@ def _check_configs(configs: Sequence[Config], seen: set[str]) -> None:
         seen.add(c.name)
 
 
-def _load_outcome(config: Config, run_dir: Path) -> Outcome | None:
+def check_source(experiment: Experiment, configs: Sequence[Config], source: str) -> None:
+    """A live ``source`` fits an experiment whose runs set no generator option and share
+    one rate profile (what its producer sends); anything else is one line."""
+    spec = parse_source(source)
+    if not spec.live:
+        return
+    check_sequential(spec, f"experiment {experiment.name}")
+    options = sorted({k for c in configs for k in c.source_options})
+    if options:
+        msg = (
+            f"experiment {experiment.name} sets generator options ({', '.join(options)}) on "
+            f"its runs: it runs on the generator only, not on {spec.shown}"
+        )
+        raise AdabatchError(msg)
+    profiles = sorted({c.profile for c in configs})
+    if len(profiles) > 1:
+        msg = (
+            f"experiment {experiment.name} compares {len(profiles)} rate profiles "
+            f"({', '.join(profiles[:4])}{', ...' if len(profiles) > 4 else ''}) and one "
+            f"producer sends one: run it on the generator, not on {spec.shown}"
+        )
+        raise AdabatchError(msg)
+
+
+def _run_config(config: Config, run_dir: Path, settings: Settings, source: str) -> RunConfig:
+    """``config``'s run into ``run_dir``, reading ``source``."""
+    cfg = config.run_config(run_dir, seed=settings.seed, master=settings.master)
+    if source == GENERATOR:
+        return cfg
+    return for_sequential_runs(dataclasses.replace(cfg, source=source), "bench")
+
+
+def _config_dict(config: Config, source: str) -> dict[str, Any]:
+    """``config.json`` of a run: the config, and the source when it is not the generator
+    (password redacted), so ``--resume`` never reuses a run of another source."""
+    out = config.to_dict()
+    if source != GENERATOR:
+        out["source"] = parse_source(source).shown
+    return out
+
+
+def _load_outcome(config: Config, run_dir: Path, source: str = GENERATOR) -> Outcome | None:
     """A finished run of the same config in ``run_dir`` (for --resume), else None."""
-    summary = resume_rule.finished_summary(run_dir, config.to_dict())
+    summary = resume_rule.finished_summary(run_dir, _config_dict(config, source))
     if summary is None:
         return None
     records = tuple(read_jsonl(run_dir / "metrics.jsonl"))
@@ -110,6 +159,7 @@ def _run_configs(
     resume: bool,
     progress: bool,
     on_outcome: Callable[[Outcome], None] | None,
+    source: str = GENERATOR,
 ) -> tuple[list[Outcome], float]:
     """Run (or with ``resume`` reuse) every config and the follow-ups they lead to;
     returns the outcomes and the wall seconds earlier runs spent on the reused ones."""
@@ -130,7 +180,7 @@ def _run_configs(
                 total_s += extra * mean_s
                 outcome, reused = _run_one(
                     experiment, config, ctx, spark, resume, run_spark, bar, len(outcomes),
-                    total, total_s,
+                    total, total_s, source,
                 )  # fmt: skip
                 if reused:  # its wall time was spent by an earlier run of the command
                     reused_s += float(outcome.summary.get("wall_s") or 0.0)
@@ -140,6 +190,7 @@ def _run_configs(
                 bar.finish_config(config.duration_s)
             pending = list(experiment.followups(settings, outcomes))
             _check_configs(pending, seen)
+            check_source(experiment, [*(o.config for o in outcomes), *pending], source)
             extra = max(extra - len(pending), 0)
     return outcomes, reused_s
 
@@ -153,10 +204,11 @@ def run_experiment(
     resume: bool = False,
     progress: bool = True,
     on_outcome: Callable[[Outcome], None] | None = None,
+    source: str = GENERATOR,
 ) -> ExperimentResult:
     """Run every config of ``experiment`` on real Spark (one session), analyse, and write
     ``summaries.csv``, the figures, ``section.md`` and ``bench.json`` (see
-    :mod:`adabatch.bench.model`)."""
+    :mod:`adabatch.bench.model`); every run reads ``source`` (see the module docstring)."""
     from adabatch.bench import report
     from adabatch.runs.spark_job import SPARK_CONF, check_run
     from adabatch.spark import get_spark
@@ -165,6 +217,7 @@ def run_experiment(
     ctx = Context(settings, exp_dir)
     configs = list(experiment.configs(settings))
     _check_configs(configs, set())
+    check_source(experiment, configs, source)
     resume_rule.prepare_dir(exp_dir, force=force, resume=resume)
     marker = {
         "experiment": experiment.name,
@@ -173,18 +226,21 @@ def run_experiment(
         "master": redact_url(settings.master),
         "command": settings.command,
     }
+    if source != GENERATOR:
+        marker["source"] = parse_source(source).shown
     _write_marker(exp_dir, marker)
     for c in configs:  # every input checked before the first run starts
-        check_run(c.run_config(exp_dir / c.name, seed=settings.seed, master=settings.master))
+        check_run(_run_config(c, exp_dir / c.name, settings, source))
     if spark is None:
         spark = get_spark(settings.master, conf=SPARK_CONF)
     wall0 = time.time()
-    first_done = resume and _load_outcome(configs[0], exp_dir / configs[0].name) is not None
-    if experiment.warmup_s > 0 and not first_done:
-        _warm_up(spark, configs[0], experiment.warmup_s, exp_dir / WARMUP_DIR, settings)
+    first = _load_outcome(configs[0], exp_dir / configs[0].name, source) if resume else None
+    if experiment.warmup_s > 0 and first is None:
+        _warm_up(spark, configs[0], experiment.warmup_s, exp_dir / WARMUP_DIR, settings, source)
     outcomes, reused_s = _run_configs(
-        experiment, ctx, configs, spark, resume=resume, progress=progress, on_outcome=on_outcome
-    )
+        experiment, ctx, configs, spark, resume=resume, progress=progress,
+        on_outcome=on_outcome, source=source,
+    )  # fmt: skip
     analysis = experiment.analyze(ctx, outcomes)
     csv_path = report.write_summaries_csv(exp_dir / "summaries.csv", outcomes)
     result = ExperimentResult(
@@ -210,7 +266,12 @@ def run_experiment(
 
 
 def _warm_up(
-    spark: SparkSession, first: Config, duration_s: float, run_dir: Path, settings: Settings
+    spark: SparkSession,
+    first: Config,
+    duration_s: float,
+    run_dir: Path,
+    settings: Settings,
+    source: str = GENERATOR,
 ) -> None:
     """A short spark-default run of ``first``'s workload and profile, not measured."""
     from adabatch.runs.spark_job import run_spark
@@ -225,8 +286,7 @@ def _warm_up(
         duration_s=duration_s,
         skip_s=0.0,
     )
-    cfg = config.run_config(run_dir, seed=settings.seed, master=settings.master)
-    result = run_spark(cfg, spark=spark)
+    result = run_spark(_run_config(config, run_dir, settings, source), spark=spark)
     if result.interrupted:
         raise KeyboardInterrupt
 
@@ -242,20 +302,21 @@ def _run_one(
     done: int,
     total: int,
     total_s: float,
+    source: str = GENERATOR,
 ) -> tuple[Outcome, bool]:
     """Run ``config`` (or, with ``resume``, load its finished run: then ``True``)."""
     run_dir = ctx.dir / config.name
     if resume:
-        found = _load_outcome(config, run_dir)
+        found = _load_outcome(config, run_dir, source)
         if found is not None:
             return found, True
         # a half-finished run of ours: start it again
         remove_tree(run_dir, inside=ctx.dir, what="run directory")
     check_name(config.name, "experiment config name")  # it names a directory
     mark_dir(run_dir, what="run directory")
-    text = json.dumps(config.to_dict(), indent=2, default=str) + "\n"
+    text = json.dumps(_config_dict(config, source), indent=2, default=str) + "\n"
     write_atomic(run_dir / "config.json", text.encode("utf-8"))
-    cfg = config.run_config(run_dir, seed=ctx.settings.seed, master=ctx.settings.master)
+    cfg = _run_config(config, run_dir, ctx.settings, source)
     hook = experiment.hook(config, ctx)
     current = f"[{done + 1}/{total}] {config.name}"
     bar.set(done=done, total=total, current=current, total_s=total_s, at_s=0.0)
@@ -283,10 +344,12 @@ def run_all(
     force: bool = False,
     resume: bool = False,
     progress: bool = True,
+    source: str = GENERATOR,
 ) -> tuple[list[ExperimentResult], Path, list[str]]:
     """Run every available experiment in one SparkSession and regenerate
     ``docs_dir/results.md`` from scratch (:func:`adabatch.bench.report.write_results_page`).
-    Returns the results, the page, and the experiments not run (with the reason)."""
+    Returns the results, the page, and the experiments not run (with the reason); those
+    that refuse a live ``source`` are among the latter."""
     from adabatch.bench import report
     from adabatch.runs.spark_job import SPARK_CONF
     from adabatch.spark import get_spark
@@ -302,7 +365,7 @@ def run_all(
             results.append(
                 run_experiment(
                     experiment, settings, spark=spark, force=force, resume=resume,
-                    progress=progress,
+                    progress=progress, source=source,
                 )
             )  # fmt: skip
         except AdabatchError as exc:  # one failed experiment does not sink the page

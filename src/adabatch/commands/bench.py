@@ -11,6 +11,7 @@ from adabatch.bench import model, registry, runner
 from adabatch.commands import Command
 from adabatch.commands.args import parse_int
 from adabatch.errors import AdabatchError
+from adabatch.runs.source_spec import SOURCE_FORMS, SourceSpec, parse_source
 from adabatch.urls import redact_url
 
 NAME = "bench"
@@ -23,6 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="short CI version; asserts headline")
     parser.add_argument("--master", default="local[2]", help="Spark master URL")
     parser.add_argument("--seed", default="0", help="generator seed (integer >= 0)")
+    parser.add_argument(
+        "--source",
+        default="generator",
+        help=f"where every run reads records from: {SOURCE_FORMS} (a live source needs a "
+        "producer running meanwhile, e.g. adabatch produce)",
+    )
     parser.add_argument(
         "--docs",
         default=None,
@@ -40,6 +47,9 @@ def _command(args: argparse.Namespace) -> str:
     if args.quick:
         parts.append("--quick")
     parts += ["--out", args.out, "--master", redact_url(args.master), "--seed", str(args.seed)]
+    source = parse_source(getattr(args, "source", "generator"))
+    if source.live:
+        parts += ["--source", source.shown]
     if args.experiment == "all" and args.docs is not None:
         parts += ["--docs", args.docs]
     return " ".join(shlex.quote(p) for p in parts)
@@ -54,10 +64,25 @@ def _print_result(result: model.ExperimentResult) -> None:
     print(f"  summaries: {result.csv}")
 
 
+def _producer_hint(
+    experiment: model.Experiment, settings: model.Settings, source: SourceSpec
+) -> str:
+    """What the producer of a live source should send while the experiment runs."""
+    configs = list(experiment.configs(settings))
+    runs_s = sum(c.duration_s for c in configs) + experiment.warmup_s
+    profile = configs[0].profile if configs else "?"
+    return (
+        f"{experiment.name} reads {source.shown}: its runs assume a producer sending "
+        f"{profile} for at least {runs_s:.0f} s plus Spark's start-ups, e.g. adabatch "
+        f"produce --to {source.shown} --profile {profile} --duration {runs_s * 1.5:.0f}s"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.force and args.resume:
         msg = "--force and --resume exclude each other"
         raise AdabatchError(msg)
+    source = parse_source(args.source)
     settings = model.Settings(
         out=Path(args.out),
         quick=args.quick,
@@ -65,7 +90,12 @@ def run(args: argparse.Namespace) -> int:
         master=args.master,
         command=_command(args),
     )
-    kwargs = {"force": args.force, "resume": args.resume, "progress": not args.no_progress}
+    kwargs = {
+        "force": args.force,
+        "resume": args.resume,
+        "progress": not args.no_progress,
+        "source": source.text,
+    }
     if args.experiment == "all":
         docs_dir = Path(args.docs) if args.docs is not None else settings.out
         results, page, skipped = runner.run_all(settings, docs_dir=docs_dir, **kwargs)
@@ -78,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
             return 1
     else:
         experiment = registry.get_experiment(args.experiment)
+        if source.live:
+            runner.check_source(experiment, list(experiment.configs(settings)), source.text)
+            print(_producer_hint(experiment, settings, source))
         results = [runner.run_experiment(experiment, settings, **kwargs)]
         _print_result(results[0])
     failed = [(r, v) for r in results for v in r.failed_headlines]

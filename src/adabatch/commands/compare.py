@@ -16,7 +16,14 @@ from adabatch.control.registry import parse_params
 from adabatch.errors import AdabatchError, shown
 from adabatch.outputs import check_dir_path
 from adabatch.report.text import fmt
-from adabatch.runs.compare import COLUMNS, RATIOS, CompareProgress, compare_spark, split_params
+from adabatch.runs.compare import (
+    COLUMNS,
+    RATIOS,
+    CompareProgress,
+    compare_spark,
+    for_sequential_runs,
+    split_params,
+)
 from adabatch.streaming.options import SPARK_DEFAULT
 
 NAME = "compare"
@@ -51,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise AdabatchError(msg)
     # every controller and parameter is checked before the spark extra is imported
     check_inputs(base)
+    for_sequential_runs(base, "compare")
     names = [c.strip() for c in controllers if c.strip()]
     for name, params in split_params(names, parse_params(args.param)).items():
         check_controller(name, params, base.duration_s)
@@ -66,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     headers += [label for _, label in RATIOS]
     rows = [[fmt(v, compact=False) for v in row.values()] for row in table.rows()]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    print(f"{base.workload} under {base.profile}, seed {base.seed}; ratios to {table.best}:")
+    print(f"{base.workload} under {base.label}, seed {base.seed}; ratios to {table.best}:")
     print("  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True)))
     for r in rows:
         print("  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)))

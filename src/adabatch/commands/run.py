@@ -16,6 +16,7 @@ from adabatch.outputs import check_dir_path
 from adabatch.profiles import GRAMMAR, check_span, parse_duration, parse_profile
 from adabatch.report.text import summary_rows
 from adabatch.runs.checks import check_duration
+from adabatch.runs.source_spec import SOURCE_FORMS, parse_source
 from adabatch.runs.spark_job import (
     RunConfig,
     RunResult,
@@ -38,7 +39,14 @@ HELP = "run a workload on real Spark with a controller sizing its micro-batches"
 def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
     """Options ``run`` and ``compare`` share (values are parsed by the library)."""
     parser.add_argument("--workload", required=True, help="filter, reduce, join or window")
-    parser.add_argument("--profile", required=True, help=f"rate profile: {GRAMMAR}")
+    parser.add_argument(
+        "--source", default="generator", help=f"where records come from: {SOURCE_FORMS}"
+    )
+    parser.add_argument(
+        "--profile",
+        help=f"rate profile of the generator: {GRAMMAR} (with a live source: the "
+        "producer's, a label)",
+    )
     parser.add_argument("--duration", required=True, help="stream time to run (90s, 10m)")
     parser.add_argument("--out", required=True, help="output directory (reused = restart)")
     parser.add_argument("--master", default="local[*]", help="Spark master URL")
@@ -55,7 +63,7 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
         "--source-option",
         action="append",
         metavar="K=V",
-        help="generator option, e.g. distribution=zipf",
+        help="option of the source, e.g. distribution=zipf (generator), format=csv (files)",
     )
     parser.add_argument("--per-key-commit", action="store_true", help="reduce: one commit per key")
 
@@ -75,11 +83,16 @@ def config_from_args(
     args: argparse.Namespace, controller: str, params: dict[str, Any], out: Path
 ) -> RunConfig:
     """A :class:`RunConfig` from the shared arguments."""
+    source = parse_source(args.source)
+    if args.profile is None and not source.live:
+        msg = "--profile is required with --source generator: e.g. --profile constant:2000"
+        raise AdabatchError(msg)
     return RunConfig(
         workload=args.workload,
         controller=controller,
         params=params,
-        profile=args.profile,
+        profile=args.profile or "",
+        source=source.text,
         duration_s=parse_duration(args.duration),
         out_dir=out,
         master=args.master,
@@ -124,13 +137,15 @@ def check_controller(name: str, params: dict[str, Any], duration_s: float) -> No
 
 
 def check_inputs(cfg: RunConfig) -> None:
-    """Every input of a Spark run that can be checked without Spark: workload, controller,
-    parameters, profile, duration, warm-up and trigger (a bad one is one line, before the
-    optional ``spark`` extra is imported)."""
+    """Every input of a Spark run that can be checked without Spark: workload, source,
+    controller, parameters, profile, duration, warm-up and trigger (a bad one is one line,
+    before the optional ``spark`` extra is imported)."""
     get_workload(cfg.workload)
+    parse_source(cfg.source)
     check_duration(cfg.duration_s, cfg.warmup_s)
     check_controller(cfg.controller, dict(cfg.params), cfg.duration_s)
-    check_span(parse_profile(cfg.profile, seed=cfg.seed), cfg.duration_s)
+    if cfg.profile.strip():
+        check_span(parse_profile(cfg.profile, seed=cfg.seed), cfg.duration_s)
     parse_trigger(cfg.trigger)
 
 
@@ -154,9 +169,7 @@ def run(args: argparse.Namespace) -> int:
     require_spark()
     with SparkProgress() as line:
         result = run_spark(cfg, on_progress=line)
-    print(
-        f"{cfg.controller} on {cfg.workload} under {cfg.profile} (Spark {redact_url(cfg.master)}):"
-    )
+    print(f"{cfg.controller} on {cfg.workload} under {cfg.label} (Spark {redact_url(cfg.master)}):")
     print_summary(result)
     return 130 if result.interrupted else 0
 

@@ -35,6 +35,7 @@ from adabatch.profiles import parse_duration
 from adabatch.report.progress import ProgressLine
 from adabatch.runs import cpu
 from adabatch.runs.checks import check_duration
+from adabatch.runs.source_spec import GENERATOR, SourceSpec, parse_source, source_options
 from adabatch.streaming.options import SPARK_DEFAULT, parse_options
 from adabatch.streaming.state import check_same_query, load_state, read_status
 from adabatch.urls import redact_url
@@ -99,6 +100,23 @@ class RunConfig:
     queue: str = "fifo"
     source_options: Mapping[str, Any] = field(default_factory=dict)
     per_key_commit: bool = False
+    # where records come from: generator, files:DIR or redis://HOST:PORT[/DB]/STREAM; with
+    # a live source (files, redis) ``profile`` only describes the producer ("" if unknown)
+    source: str = GENERATOR
+
+    @property
+    def source_spec(self) -> SourceSpec:
+        """The parsed ``source`` (one line if it is not one of the allowed forms)."""
+        return parse_source(self.source, "source")
+
+    @property
+    def label(self) -> str:
+        """What the run reads, for titles and summaries: the profile of the generator, or
+        the live source (with the producer's profile when given)."""
+        spec = self.source_spec
+        if not spec.live:
+            return self.profile
+        return f"{spec.shown} ({self.profile})" if self.profile else spec.shown
 
     @property
     def warmup_s(self) -> float:
@@ -257,6 +275,9 @@ def check_run(cfg: RunConfig) -> tuple[Any, Any, float | None]:
 
     workload = get_workload(cfg.workload)
     check_duration(cfg.duration_s, cfg.warmup_s)
+    if not cfg.source_spec.live and not cfg.profile.strip():
+        msg = "a run on the generator needs a rate profile (--profile), e.g. constant:2000"
+        raise AdabatchError(msg)
     options = parse_options(_source_options(cfg))
     trigger_s = parse_trigger(cfg.trigger)
     if trigger_s is not None and cfg.controller != SPARK_DEFAULT:
@@ -286,18 +307,23 @@ def check_run(cfg: RunConfig) -> tuple[Any, Any, float | None]:
     return workload, wcfg, trigger_s
 
 
+def record_source_options(cfg: RunConfig) -> dict[str, str]:
+    """The record source's own options (see :func:`source_options`)."""
+    return source_options(cfg.source_spec, cfg.seed, cfg.keys, cfg.source_options)
+
+
 def _source_options(cfg: RunConfig) -> dict[str, str]:
     out = {
+        "source": cfg.source_spec.name,
         "controller": cfg.controller,
-        "profile": cfg.profile,
         "queue": cfg.queue,
-        "seed": str(cfg.seed),
-        "keys": str(cfg.keys),
         "metricsPath": str((Path(cfg.out_dir) / "metrics.jsonl").resolve()),
         "statePath": str(cfg.state_path.resolve()),
     }
+    if cfg.profile.strip():
+        out["profile"] = cfg.profile
     out.update({f"param.{k}": str(v) for k, v in cfg.params.items()})
-    out.update({k: str(v) for k, v in cfg.source_options.items()})
+    out.update(record_source_options(cfg))
     return out
 
 
@@ -349,7 +375,10 @@ def _run_spark(
     writer = _writer(spark, cfg, workload, wcfg, trigger_s, paths["checkpoint"])
     tail = _MetricsTail(paths["metrics"])
     status = read_status(cfg.state_path)
-    stop_at = (status.last_seen if status is not None else 0.0) + cfg.duration_s
+    # the generator's clock pauses while the query is down, a live source's does not: a
+    # resumed live run stops ``duration_s`` after the stream time it is first seen at
+    resumed_live = cfg.source_spec.live and status is not None
+    stop_at = None if resumed_live else _resumed_at(status) + cfg.duration_s
     meter = cpu.RunMeter(cpu.session_master(spark))
     # Spark's progress goes to spark_progress.jsonl as each batch finishes; a rerun
     # appends, so this run's reports are the lines after ``since``
@@ -390,11 +419,16 @@ def _run_spark(
         from adabatch.report.timeline import timeline_figure
 
         where = f"Spark {redact_url(cfg.master)}"
-        title = f"{cfg.controller} on {cfg.workload} under {cfg.profile} ({where})"
+        title = f"{cfg.controller} on {cfg.workload} under {cfg.label} ({where})"
         od.savefig(timeline_figure(records, title), "timeline.png")
     od.write_summary(summary.to_json())
     od.complete()
     return RunResult(tuple(records), summary, paths, interrupted)
+
+
+def _resumed_at(status: Any) -> float:
+    """The stream time a query resumes at (0 for a new one)."""
+    return status.last_seen if status is not None else 0.0
 
 
 def _file_size(path: Path) -> int:
@@ -420,15 +454,14 @@ def _writer(
     opts = _source_options(cfg)
     df = read_stream(
         spark,
+        source=opts["source"],
         controller=cfg.controller,
         params=cfg.params,
-        profile=cfg.profile,
         metrics_path=opts["metricsPath"],
         state_path=opts["statePath"],
         queue=cfg.queue,
-        seed=cfg.seed,
-        keys=cfg.keys,
-        **cfg.source_options,
+        **({"profile": opts["profile"]} if "profile" in opts else {}),
+        **record_source_options(cfg),
     )
     writer = (
         workload.start(df, wcfg)
@@ -455,6 +488,7 @@ def _summary_extra(
     spark_busy_s = sum(p.get("durationMs", {}).get("triggerExecution", 0) for p in progress)
     return {
         "mode": "spark",
+        "source": cfg.source_spec.shown,
         "master": redact_url(cfg.master),
         "trigger": cfg.trigger,
         "queue": cfg.queue,
@@ -479,7 +513,7 @@ def _summarize(cfg: RunConfig, records: Sequence[BatchRecord], extra: dict[str, 
         records,
         controller=cfg.controller,
         workload=cfg.workload,
-        profile=cfg.profile,
+        profile=cfg.label,
         duration_s=stream_s,
         final_queue_len=status.queue_len if status is not None else 0,
         skip_s=cfg.warmup_s if stream_s > cfg.warmup_s else 0.0,
@@ -490,15 +524,16 @@ def _summarize(cfg: RunConfig, records: Sequence[BatchRecord], extra: dict[str, 
 def _watch(
     query: StreamingQuery,
     cfg: RunConfig,
-    stop_at: float,
+    stop_at: float | None,
     tail: _MetricsTail,
     on_progress: Callable[[Progress], None] | None,
     stop: threading.Event | None,
     wall0: float,
     meter: cpu.RunMeter,
 ) -> None:
-    """Wait until stream time ``stop_at`` (or a stop), reporting progress and sampling
-    the CPU meter."""
+    """Wait until stream time ``stop_at`` (``None``: ``cfg.duration_s`` after the first
+    stream time this query reports) or a stop, reporting progress and sampling the CPU
+    meter."""
     while True:
         if not query.isActive:
             return
@@ -508,18 +543,20 @@ def _watch(
         if status is not None and status.saved_at < wall0:
             status = None  # written by an earlier run: its clock is not this query's
         stream_s = status.stream_time(time.time()) if status is not None else None
+        if stop_at is None and stream_s is not None:
+            stop_at = stream_s + cfg.duration_s
         if on_progress is not None:
             on_progress(
                 Progress(
                     stream_s=stream_s,
-                    duration_s=stop_at,
+                    duration_s=cfg.duration_s if stop_at is None else stop_at,
                     last=tail.records[-1] if tail.records else None,
                     batches=len(tail.records),
                     records=sum(r.records for r in tail.records),
                     queue_len=status.queue_len if status is not None else 0,
                 )
             )
-        if stream_s is not None and stream_s >= stop_at:
+        if stream_s is not None and stop_at is not None and stream_s >= stop_at:
             _drain(query, cfg, tail, stop, meter)
             return
         if stream_s is None and time.time() - wall0 > STARTUP_TIMEOUT_S:
