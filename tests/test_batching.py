@@ -165,3 +165,20 @@ def test_the_steps_the_simulator_calls():
     assert handed.interval_s == 0.2 and handed.cut_at == 0.1 + 0.2
     with pytest.raises(RuntimeError, match="no batch"):
         BatchCutter(ctrl, constant(1)).complete(1.0)
+
+
+def test_skip_ahead_cuts_a_downtime_as_one_batch_and_plans_on_from_now():
+    ctrl = Scripted([1.0])
+    cutter = BatchCutter(ctrl, constant(100))
+    cutter.poll(1.0)  # batch 0 handed out at its cut
+    assert cutter.skip_ahead(0.5) is None  # nothing due yet
+    batch = cutter.skip_ahead(30.25)  # down from 1.0 to 30.25: 29 cuts missed
+    assert (batch.start, batch.end, batch.cut_at) == (100, 3025, 30.25)
+    assert batch.interval_s == pytest.approx(29.25)
+    assert ctrl.plans[-1] == 30.25 and cutter.next_cut_at() == 31.25
+    poll = cutter.poll(30.3)  # batch 0's report; the catch-up batch goes out alone
+    assert poll.handed.seq == batch.seq and poll.queue_len == 1 and not cutter.queue
+    ctrl = Scripted([1.0], max_records=500)
+    cutter = BatchCutter(ctrl, constant(100))
+    assert cutter.skip_ahead(10.0).records == 500  # a cap still bounds the catch-up
+    assert cutter.waiting_records(10.0) == 1000

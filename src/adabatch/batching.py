@@ -333,6 +333,19 @@ class BatchCutter:
         self.handed_count += 1
         return batch
 
+    def skip_ahead(self, now: float) -> CutBatch | None:
+        """Cut everything due by ``now`` as one batch cut at ``now``, the schedule going on
+        from there (``None`` if nothing is due). A live stream that was down for a while
+        catches up in one batch (split only by ``max_records`` and Spark's read limit), not
+        in one batch per interval it missed."""
+        if self.controller is None or self.next_cut_at() > now:
+            return None
+        assert self.plan is not None
+        batch = self._cut(now, now - self.plan_start, self.plan.blocks, self.plan.max_records)
+        self.plan_start = now
+        self.plan = self.controller.plan(now)
+        return batch
+
     def _release(self, now: float, limit: Limit) -> bool:
         """Whether batches that ``min_rows`` holds back go out anyway: no more input will
         come (``end_at`` reached), or the oldest waiting record has waited

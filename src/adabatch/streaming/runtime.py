@@ -331,7 +331,11 @@ class StreamRuntime:
         self.cutter = self._new_cutter(0.0)
         self.cutter.restore(saved["cutter"])
         self.lost_reports = int(saved.get("lost_reports", 0))
-        return self.now() if self._live else last_seen
+        if not self._live:
+            return last_seen
+        now = self.now()
+        self.cutter.skip_ahead(now)  # the records of the downtime: one catch-up batch
+        return now
 
     def _resume_from_offset(self, begin: SourceOffset) -> None:
         """A restart without a state file: the controller and schedule that ``begin``
