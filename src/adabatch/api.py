@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from adabatch.streaming.prometheus import Exporting
 
 
+PATH_OPTIONS = frozenset({"path", "dead_letter_path", "deadLetterPath"})
+"""Source options that name a file or directory (made absolute)."""
+
+
 def absolute_trace(profile: str) -> str:
     """``trace:PATH`` with ``PATH`` made absolute: Spark's Python workers, which parse the
     profile again, do not share the caller's working directory."""
@@ -90,7 +94,13 @@ def read_stream(
         "mode": mode,
     }
     options.update({PARAM_PREFIX + k: str(v) for k, v in (params or {}).items()})
-    options.update({k: str(v) for k, v in source_options.items()})
+    # paths as the caller means them: Spark's Python workers do not share its directory
+    options.update(
+        {
+            k: str(Path(v).expanduser().resolve()) if k in PATH_OPTIONS else str(v)
+            for k, v in source_options.items()
+        }
+    )
     named = {
         "metricsPath": None if metrics_path is None else Path(metrics_path).resolve(),
         "statePath": None if state_path is None else Path(state_path).resolve(),

@@ -13,6 +13,7 @@ SOURCES: Registry[type[RecordSource]] = Registry(
     "source",
     {
         "generator": "adabatch.sources.generator:GeneratorSource",
+        "files": "adabatch.sources.files:FilesSource",
         "redis": "adabatch.sources.redis_stream:RedisStreamSource",
     },
 )
