@@ -182,3 +182,18 @@ def test_skip_ahead_cuts_a_downtime_as_one_batch_and_plans_on_from_now():
     cutter = BatchCutter(ctrl, constant(100))
     assert cutter.skip_ahead(10.0).records == 500  # a cap still bounds the catch-up
     assert cutter.waiting_records(10.0) == 1000
+
+
+def test_skip_empty_never_hands_out_a_batch_without_records():
+    def bursts(t):  # 50 records arrive at 2.5 s, nothing before or after
+        return 50 if t >= 2.5 else 0
+
+    ctrl = Scripted([1.0])
+    cutter = BatchCutter(ctrl, bursts, skip_empty=True)
+    assert cutter.poll(1.0).handed is None and cutter.poll(2.0).handed is None
+    assert not cutter.queue  # the idle intervals were dropped, not queued
+    handed = cutter.poll(3.0).handed
+    assert (handed.start, handed.end, handed.cut_at) == (0, 50, 3.0)
+    assert cutter.poll(5.0).handed is None  # batch 0 reported; the 4.0 and 5.0 cuts idle
+    assert [r.records for r in ctrl.reports] == [50]
+    assert ctrl.plans == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # the schedule kept going

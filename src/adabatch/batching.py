@@ -153,6 +153,9 @@ class BatchCutter:
         Stream time at which a record arrives (the source's ``arrival_time``), for
         ``Limit.max_delay_s``; without it a record counts as arrived at the start of its
         batch's window, the earliest it can have.
+    skip_empty
+        Never hand out a batch without records (a live source's idle intervals): it is
+        dropped unreported, as Spark runs no micro-batch when no source has new data.
     """
 
     def __init__(
@@ -165,6 +168,7 @@ class BatchCutter:
         start_at: float = 0.0,
         stop_at: float = math.inf,
         arrival_time: Callable[[int], float] | None = None,
+        skip_empty: bool = False,
     ) -> None:
         if queue not in QUEUE_MODES:
             msg = f"queue = {queue!r}: allowed {', '.join(QUEUE_MODES)}"
@@ -175,6 +179,7 @@ class BatchCutter:
         self.blocks = blocks
         self.stop_at = stop_at
         self.arrival_time = arrival_time
+        self.skip_empty = skip_empty
         self.end_at: float | None = None  # Trigger.AvailableNow: no input after it
         self.next_offset = 0  # first record not yet in a cut batch
         self.next_seq = 0
@@ -307,6 +312,8 @@ class BatchCutter:
     def hand_out(self, now: float, limit: Limit = NO_LIMIT) -> CutBatch | None:
         """Start the next batch at ``now`` (see the module docstring, step 4); ``None`` if
         one is in progress, none waits, the read limit holds it back or the stream ended."""
+        if self.skip_empty and self.in_flight is None:
+            self.queue = [b for b in self.queue if b.records > 0]
         if self.in_flight is not None or not self.queue or now > self.stop_at:
             return None
         take = len(self.queue) if self.queue_mode == "coalesce" else 1

@@ -290,6 +290,7 @@ class StreamRuntime:
             blocks=blocks,
             start_at=start_at,
             arrival_time=self.source.arrival_time,
+            skip_empty=self._live,
         )
 
     def _start(self) -> None:
