@@ -4,6 +4,8 @@ composite, and the simulator's choice of static pairs."""
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +17,7 @@ from adabatch.bench.experiments.dybbs import (
     level_shares,
     time_weighted,
 )
+from adabatch.bench.model import Settings
 from adabatch.profiles import parse_profile
 from adabatch.sim.workloads import make_workload
 
@@ -56,3 +59,30 @@ def test_static_pairs_are_deduplicated_and_capped() -> None:
     assert c.pairs() == [(1.0, 2), (0.5, 2), (2.0, 4)]
     c = StaticChoice((1.0, 2), ((0.5, 1), (0.75, 2), (2.0, 4)), "test")
     assert len(c.pairs()) == dybbs.MAX_STATIC and c.pairs()[0] == (1.0, 2)
+
+
+def test_full_runs_compare_like_for_like_baselines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """FPI at 2 blocks and at the paper's 100 ms; isotonic from 100 ms told the cores."""
+    monkeypatch.setattr(dybbs, "INTERVALS", (0.5, 1.0))
+    monkeypatch.setattr(dybbs, "BLOCKS", (1, 2))
+    monkeypatch.setattr(dybbs, "SIM_SEEDS", (0,))
+    monkeypatch.setattr(dybbs, "SCENARIOS", (SCENARIOS[3],))
+    settings = Settings(tmp_path, quick=False, master="local[3]")
+    by_name = {c.name: c for c in dybbs.Dybbs().configs(settings)}
+    assert by_name["join-markov-isotonic"].params == {"block_interval": 0.1, "cores": 3}
+    assert by_name["join-markov-isotonic-fixed-blocks"].params == {
+        "block_interval": 0.1,
+        "block_sizing": False,
+    }
+    assert by_name["join-markov-fixed-point-100ms"].params == {"block_interval": 0.1}
+    assert dict(by_name["join-markov-fixed-point"].params) == {}  # one block per core: 2
+    quick = dybbs.Dybbs().configs(Settings(tmp_path, quick=True))
+    assert not any(c.name.endswith("fixed-point-100ms") for c in quick)  # runs stay short
+
+
+def test_the_cores_spark_runs_on() -> None:
+    assert dybbs.spark_cores("local[2]") == 2 and dybbs.spark_cores(" local[8] ") == 8
+    assert dybbs.spark_cores("local[*]") == (os.cpu_count() or 2)
+    assert dybbs.spark_cores("spark://host:7077") == dybbs.spark_cores("local[0]") == 2

@@ -136,6 +136,19 @@ def test_blocks_are_passed_through() -> None:
     assert FixedPointController(blocks=8).plan(0.0).blocks == 8
 
 
+def test_a_block_interval_gives_one_block_per_block_interval() -> None:
+    """DyBBS's baseline: fixed-point at Spark Streaming's 100 ms block interval."""
+    ctrl = FixedPointController(block_interval=0.1, slow_start=False, initial_interval=0.1)
+    assert ctrl.plan(0.0).blocks == 1
+    fed_ctrl = fed([(1.0, 0.84)], block_interval=0.1)  # next x = 0.84 / 0.7 = 1.2
+    assert (fed_ctrl.plan(0.0).interval_s, fed_ctrl.plan(0.0).blocks) == (1.2, 12)
+    half = fed([(1.0, 0.175)], block_interval=0.1, granularity=0.05)  # x = 0.25: 2.5 blocks
+    assert half.plan(0.0).blocks == 3  # rounded half up
+    with pytest.raises(AdabatchError, match="'block_interval' = 0 is out of range"):
+        FixedPointController(block_interval=0)
+    assert FixedPointController().params.block_interval is None  # unset: 'blocks' per batch
+
+
 @given(
     x=st.floats(min_value=1e-6, max_value=1e6, allow_nan=False),
     g=st.sampled_from([0.05, 0.1, 0.25, 0.3, 1.0]),

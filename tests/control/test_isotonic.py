@@ -400,16 +400,21 @@ def test_block_search_steps_up_after_convergence_then_settles_on_the_best() -> N
     assert block_path(states) == [0.1, 0.2, 0.3, 0.4, 0.3]
     for i in range(1, len(states)):
         if states[i]["block_interval"] != states[i - 1]["block_interval"]:
-            # a block interval moves only once the batch interval converged (line 6)
-            assert states[i]["phase"] == "block-sizing" and states[i]["converged"]
+            # a block interval moves once the batch interval converged (line 6), or back
+            # from a step up whose first batch did worse than where it stepped from
+            back = states[i - 1]["probe_from"].get("80") == states[i]["block_interval"]
+            assert states[i]["phase"] == "block-sizing" and (states[i]["converged"] or back)
     best_bl, best_x = oracle_point(REDUCE, 2000.0, [0.1, 0.2, 0.3, 0.4, 0.5])
     assert (best_x, round(best_x / best_bl)) == (0.5, 2)
     tail = [plan for plan, _ in run[-60:]]
     assert set(tail) == {BatchPlan(0.5, 2)}
     assert states[-1]["searching"] == {"80": False}
     optima = states[-1]["local_optima"]
-    assert optima["80|0.3"][1] < min(optima[k][1] for k in ("80|0.1", "80|0.2", "80|0.4"))
-    # each block interval was judged on three convergences before the search moved on
+    assert optima["80|0.3"][1] < min(optima[k][1] for k in ("80|0.1", "80|0.2"))
+    # each block interval was judged on three convergences before the search moved on;
+    # 0.4 (one block at x = 0.5 s) was left at its first batch, which was unstable and
+    # 0.18 s slower than 0.3's two blocks: it could not converge to a lower latency
+    assert sorted(optima) == ["80|0.1", "80|0.2", "80|0.3"]
     assert all(optima[k][2] >= 3 for k in optima)
 
 
@@ -446,20 +451,24 @@ def test_search_restarts_from_the_best_suboptimal_point_when_the_optimum_moves()
 
 
 def test_the_search_settles_under_noise() -> None:
-    # 10 % noise on p and Poisson counts: each rate bin's search ends and stays ended
-    ctrl = IsotonicController(block_interval=0.1)
-    states: list[dict] = []
-    queued_loop(ctrl, REDUCE, [2000.0] * 800, noise=0.1, seed=3, states=states)
-    # Poisson counts put 2,000 records/s in bins 79-81 (a boundary is at 1,952)
-    assert {"79", "80"} <= set(states[-1]["dr_to_bl"]) <= {"79", "80", "81"}
-    assert all(st["dr_to_bl"]["80"] == 0.2 for st in states[100:])  # the main bin
-    # the rarely visited bin 79 improves in a few restarts (each needs a 10 % better
-    # latency), then stays: no back-and-forth
-    moves = [i for i in range(301, 800) if states[i]["dr_to_bl"] != states[i - 1]["dr_to_bl"]]
-    assert len(moves) <= 6 and moves[-1] < 600  # then 200 batches without a move
-    assert set(states[-1]["searching"].values()) == {False}
-    # 2-3 blocks at x ~ 0.55, within 5-10 % of each other
-    assert set(states[-1]["dr_to_bl"].values()) <= {0.1, 0.2, 0.3}
+    # 10 % noise on p and Poisson counts: each rate bin's search ends and stays ended. Where
+    # the main bin settles (0.2 or 0.3 s: 2-3 blocks at x ~ 0.55 s, within 5-10 % of each
+    # other) is up to the noise, so six seeds are judged together
+    late = 0
+    for seed in range(6):
+        ctrl = IsotonicController(block_interval=0.1)
+        states: list[dict] = []
+        queued_loop(ctrl, REDUCE, [2000.0] * 800, noise=0.1, seed=seed, states=states)
+        # Poisson counts put 2,000 records/s in bins 78-81 (a boundary is at 1,952)
+        assert {"79", "80"} <= set(states[-1]["dr_to_bl"]) <= {"78", "79", "80", "81"}
+        assert set(states[-1]["searching"].values()) == {False}
+        assert {st["dr_to_bl"]["80"] for st in states[100:]} <= {0.2, 0.3, 0.4}  # the main bin
+        assert set(states[-1]["dr_to_bl"].values()) <= {0.1, 0.2, 0.3, 0.4}
+        # a bin improves in a few restarts (each needs a 10 % better latency), then stays
+        moves = [i for i in range(301, 800) if states[i]["dr_to_bl"] != states[i - 1]["dr_to_bl"]]
+        assert len(moves) <= 3
+        late += bool(moves) and moves[-1] >= 600
+    assert late <= 1  # the last 200 batches without a move in five seeds of six
 
 
 def test_paper_grid_batch_interval_is_a_multiple_of_the_block_interval() -> None:

@@ -55,10 +55,11 @@ class AdComController(Controller):
     utilisation falls as the interval grows (for ``p(x) = a + b*x``, ``u = a/x + b``).
     Utilisation above the setpoint (``e < 0``) must therefore lengthen the interval, and
     below it (``e > 0``) shorten it, for lower latency. The paper (§3.2) words the sign the
-    other way: ``e(t) > 0`` means "the signals are too high" and lengthens the
-    pre-aggregation, ``e(t) < 0`` leads to "less aggregation". With its own definition
-    ``e = setpoint - u`` that would lengthen the interval when the buffers are idle, so
-    the code follows the utilisation, not the sentence::
+    other way: "When e(t) > 0, the ρ signals are too high [...] This materializes by
+    increasing the pre-aggregating time", and "when e(t) < 0 [...] This leads to 'less
+    aggregation'". With its own definition ``e = setpoint - u`` that would lengthen the
+    interval when the buffers are idle, so the code follows the utilisation, not the
+    sentence::
 
         x(t+1) = x(t) - kp*e(t) - ki*(e(t) + e(t-1) + e(t-2))
 

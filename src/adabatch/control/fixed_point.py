@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from adabatch.control.base import (
     BLOCKS,
+    MAX_BLOCKS,
     MAX_INTERVAL_S,
     MIN_INTERVAL_S,
     BatchPlan,
@@ -190,6 +191,9 @@ class FixedPointController(Controller):
     - otherwise ``x = p_last / rho``.
 
     The result is clamped to ``[min_interval, max_interval]`` and rounded to the granularity.
+    A batch gets ``blocks`` blocks, or with ``block_interval`` set one per block interval of
+    its batch interval: the paper's receivers cut blocks on a timer (DyBBS compares against
+    fixed-point at Spark's 100 ms, its §V-A "Fixed Block Interval").
     """
 
     name = "fixed-point"
@@ -212,6 +216,15 @@ class FixedPointController(Controller):
             kind=bool,
         ),
         *INTERVAL_PARAMS,
+        Param(
+            "block_interval",
+            None,
+            "block interval in s: blocks = round(interval / block_interval), at least 1 "
+            "(unset: 'blocks' per batch)",
+            low=MIN_INTERVAL_S,
+            high=MAX_INTERVAL_S,
+            optional=True,
+        ),
     )
 
     def __init__(self, **params: Any) -> None:
@@ -228,7 +241,15 @@ class FixedPointController(Controller):
     def plan(self, now: float) -> BatchPlan:
         x, branch = self._next_interval()
         self._interval, self._branch = x, branch
-        return BatchPlan(x, self.params.blocks)
+        return BatchPlan(x, self.blocks_for(x))
+
+    def blocks_for(self, interval_s: float) -> int:
+        """Blocks of a batch of ``interval_s``: ``blocks``, or with ``block_interval`` set
+        the interval in block intervals, rounded (half up), in [1, MAX_BLOCKS]."""
+        bl = self.params.block_interval
+        if bl is None:
+            return self.params.blocks
+        return min(max(1, math.floor(interval_s / bl + 0.5 + _EPS)), MAX_BLOCKS)
 
     def _next_interval(self) -> tuple[float, str]:
         rho, fit = self.params.rho, self._bounds.fit

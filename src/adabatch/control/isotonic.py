@@ -15,7 +15,10 @@ the rate holds for the next interval): fit an isotonic regression of processing 
 batch interval over the Stats entries of (rate, current block interval), take the
 smallest batch interval x with ``IsoR(x) + c < x`` (§III-B), and once that interval is
 measured stable (line 6) move the block interval (§III-C, lines 7-11:
-:class:`~adabatch.control.isotonic_blocks.BlockSearch`).
+:class:`~adabatch.control.isotonic_blocks.BlockSearch`). One stated deviation moves the
+block interval before line 6 when no batch interval can become stable
+(:class:`IsotonicController`); slow start is
+:class:`~adabatch.control.isotonic_start.SlowStart`.
 """
 
 from __future__ import annotations
@@ -45,11 +48,17 @@ from adabatch.control.isotonic_model import (
     first_stable,
     quantise,
 )
+from adabatch.control.isotonic_reuse import RateHistory
+from adabatch.control.isotonic_start import SlowStart, out_of_reach
 from adabatch.errors import AdabatchError
 from adabatch.params import Param
 
+# A step up of the block interval (line 8) that has not converged after this many times
+# min_points batches planned with it failed (step iii).
+PROBE_POINTS = 3
 
-class IsotonicController(Controller):
+
+class IsotonicController(RateHistory, Controller):
     """DyBBS (Zhang et al., ICAC 2016, Algorithm 1) behind the controller contract.
 
     Parameters follow §IV: ``c`` = 50 ms, ``block_step`` = 100 ms. Choices the paper leaves
@@ -109,10 +118,11 @@ class IsotonicController(Controller):
       process), unscaled when it is lower; else ``initial_interval``. The batch that
       reveals a new rate was planned with the previous rate's interval, so its point
       seeds the new rate's Stats too. A rate bin seen before resumes from its own Stats:
-      the paper's Fig. 8 effect. The block interval of a new rate is not copied from its
-      neighbour: the search starts at the minimal block interval, as §III-C says (copying
-      it spread a choice made on noise to every rate above, where the upward search
-      could not undo it).
+      the paper's Fig. 8 effect. A new rate bin starts its block-interval search where
+      the nearest rate bin that converged has its best local optimum (else at the current
+      block interval of the nearest bin seen), not at the minimal block interval: with the
+      per-block cost Spark measures, every bin restarting at 100 ms re-learns the same
+      trap (below) while the queue grows.
     - Block-interval search (§III-C): the search starts at ``block_interval`` (the paper's
       "minimal block interval"; 0.1 s reproduces the paper) and, each time the batch
       interval converges (line 6), records the local optimum (x, x + p) of the block
@@ -132,12 +142,51 @@ class IsotonicController(Controller):
     - Moving to a block interval that has a local optimum resumes at that optimum's batch
       interval (line 10's "point"); to a new one carries the batch interval (rounded *up*
       on the paper's grid: keeps the measured stability margin).
+    - ``cores``: no batch gets more blocks than the cores Spark runs them on (more tasks
+      than cores only add per-task cost on local[2]: join at 10k records/s ran p = 0.27 s
+      with 1 block, 1.16 s with 10). Unset (the default: the controller cannot ask Spark),
+      only ``max_blocks`` bounds them.
 
-    ``block_sizing=false`` is the paper's "Fixed Block Interval" variant (§V-A). The paper
-    fixes 100 ms on 16 executors; our default ``block_interval`` of 0.25 s suits a
-    ``local[2]`` Spark, where a groupBy batch costs ~0.4 s whatever its size: intervals
-    converge around 0.5-1 s and get 2-4 blocks, about one per core, instead of 5-10
-    tasks of per-task overhead.
+    Deviation from the paper: leaving a block interval that has no stable batch interval.
+    Line 6 moves the block interval only once the batch interval converged. When each
+    block costs what Spark charges (0.04-0.07 s on local[2]) and blocks = x / 0.1 s, the
+    processing time grows at least as fast as the interval: no x is stable, line 6 never
+    holds and slow start keeps growing x, adding blocks (on Spark, join-sine spent 41 of
+    42 batches in slow start at 10 blocks on average). So, before Algorithm 1:
+
+    - a (rate, block interval) with at least three intervals measured, none stable
+      (``p + c < x``), and a least-squares slope of p on x of at least 1 is left
+      (:func:`~adabatch.control.isotonic_start.out_of_reach`): back to the block interval
+      a step up came from, else up the search's lattice (``block_interval + n *
+      block_step``) to at most half the blocks at its interval closest to stable, else,
+      with one block there already, down to at least twice the blocks (not below
+      ``block_interval``); block intervals found the same way are passed over. Slow start
+      at the new block interval begins at that interval. While ``cores`` is unset, a
+      block interval left that way is left by every rate that never converged at it
+      (the per-block cost is paid at every rate);
+    - a step up (line 8) whose first batch, at the optimum's batch interval, is unstable
+      and more than twice ``block_tolerance`` slower than the optimum cannot converge to
+      a lower latency (p is monotone in x): the search returns at once, as step iii
+      would, instead of waiting for a convergence that may never come; so does a step up
+      that has not converged after ``3 * min_points`` of its batches.
+
+    Measured (``.venv/bin/python benchmarks/dybbs_sim.py --seeds 0 1 2 3 4``: 10-minute
+    runs, mean latency x + q + p after a 3-minute learning phase; the simulator's Join and
+    Reduce charging Spark's 0.073 and 0.044 s per block; every controller from the paper's
+    100 ms block interval). Trapped, the paper's rules never move the block interval, as
+    its fixed 100 ms variant: that diverges in 5 of 5 seeds on Join Markov 4k/7k/10k
+    records/s (41 blocks on average) and Join sine 4k-10k. Fixed-point with 2 blocks:
+    1.37 and 1.36 s; isotonic with this deviation: 1.11 and 1.14 s, and 1.06 and 1.08 s
+    with ``cores=2``. Reduce sine 60k-300k: fixed-point 1.97 s, the fixed variant 2.85 s,
+    isotonic 2.08 s, 1.70 s with ``cores=2``. With the whole local[2] fit isotonic is at
+    or below fixed-point on all eight profiles of the script (Join Markov: 0.65 s against
+    0.82 s).
+
+    ``block_sizing=false`` is the paper's "Fixed Block Interval" variant (§V-A): the block
+    interval never moves, not even out of a trap. The paper fixes 100 ms on 16 executors;
+    our default ``block_interval`` of 0.25 s suits a ``local[2]`` Spark, where a groupBy
+    batch costs ~0.4 s whatever its size: intervals converge around 0.5-1 s and get 2-4
+    blocks, about one per core, instead of 5-10 tasks of per-task overhead.
 
     Examples
     --------
@@ -234,6 +283,15 @@ class IsotonicController(Controller):
             high=MAX_BLOCKS,
         ),
         Param(
+            "cores",
+            None,
+            "cores Spark runs the blocks on; no batch gets more blocks (unset: unknown)",
+            kind=int,
+            low=1,
+            high=MAX_BLOCKS,
+            optional=True,
+        ),
+        Param(
             "granularity",
             0.05,
             "batch intervals are multiples of this, seconds (unset: of the block interval)",
@@ -270,6 +328,7 @@ class IsotonicController(Controller):
         self._c, self._alpha, self._start_bl = p.c, p.alpha, quantise(p.block_interval)
         self._log_ratio = math.log1p(p.rate_ratio)
         self._grid = Grid(p.min_interval, p.max_interval, p.granularity)
+        self._max_blocks = p.max_blocks if p.cores is None else min(p.max_blocks, p.cores)
         self._reset()
 
     def _check(self, params: Any) -> None:
@@ -282,9 +341,12 @@ class IsotonicController(Controller):
     def _reset(self) -> None:
         self._stats = Stats(self._alpha)
         self._dr_to_bl: dict[int, float] = {}
-        self._search = BlockSearch(self.params)
+        self._search = BlockSearch(self.params, self._max_blocks)
         self._settled: dict[int, float] = {}  # rate bin -> latest converged batch interval
+        self._escaped: dict[int, float] = {}  # rate bin -> x judged at a block interval left
+        self._floor = 0.0  # the largest block interval an escape left
         self._in_flight = InFlight()
+        self._slow_start = SlowStart(self.params, self._grid, self._in_flight)
         self._fits: dict[Key, float] = {}  # IsoR's new batch interval, until an observe
         self._rate_bin: int | None = None
         self._interval: float | None = None
@@ -325,10 +387,15 @@ class IsotonicController(Controller):
     def _dybbs(self, rate_bin: int) -> tuple[float, float, str, bool]:
         """Algorithm 1 for ``rate_bin``: (block interval, batch interval, phase, converged)."""
         curr_bl = self._dr_to_bl.get(rate_bin)  # line 2
-        if curr_bl is None:  # a new rate: the search starts at the minimal block interval
-            curr_bl = self._dr_to_bl[rate_bin] = self._start_bl
+        if curr_bl is None:  # a new rate: where the nearest converged rate's search is
+            curr_bl = self._dr_to_bl[rate_bin] = self._first_block_interval(rate_bin)
         key = (rate_bin, curr_bl)
         table = self._stats.table(key)  # line 3
+        new_bl = self._leave(key, table) if self.params.block_sizing else None
+        if new_bl is not None:  # our deviation: see the class docstring
+            self._dr_to_bl[rate_bin] = new_bl
+            key = (rate_bin, new_bl)
+            return new_bl, self._isor(key, self._stats.table(key))[0], "block-sizing", False
         new_x, slow = self._isor(key, table)  # line 4
         if slow:
             return curr_bl, new_x, "slow-start", False
@@ -347,10 +414,55 @@ class IsotonicController(Controller):
             return new_bl, known_x, "block-sizing", converged
         return new_bl, self._grid.carry(new_x, new_bl), "block-sizing", converged
 
+    def _leave(self, key: Key, table: Mapping[float, Entry]) -> float | None:
+        """The block interval to move to before Algorithm 1 runs, or None (our deviation,
+        see the class docstring): away from one with no stable batch interval in reach
+        (:meth:`_trapped`), judged at its interval closest to stable; back from a step up
+        (line 8) whose first batch did worse than the optimum it left, or that has not
+        converged in ``PROBE_POINTS * min_points`` of its batches."""
+        rate_bin, bl = key
+        if self._trapped(key):
+            x = min(table, key=lambda x: table[x][0] - x) if table else self._seed(key)
+            new_bl = self._search.escape(rate_bin, bl, x, lambda b: self._trapped((rate_bin, b)))
+            if new_bl == bl:
+                return None
+            self._escaped[rate_bin] = x
+            if new_bl > bl:
+                self._floor = max(self._floor, bl)
+            return new_bl
+        if self._search.has_optimum(rate_bin, bl):
+            return None
+        probe = self._search.probe(rate_bin)
+        if probe is None:
+            return None
+        x_opt, p_opt, batches = probe
+        x_first = self._grid.carry(x_opt, bl)
+        first = table.get(x_first)
+        worse = 1.0 + 2.0 * self.params.block_tolerance
+        if batches > PROBE_POINTS * self.params.min_points or (
+            first is not None and first[0] + self._c >= x_first and first[0] > worse * p_opt
+        ):
+            return self._search.back_from_probe(rate_bin)
+        return None
+
+    def _trapped(self, key: Key) -> bool:
+        """Whether ``key``'s block interval has no stable batch interval in reach: its own
+        points say so (:func:`~.isotonic_start.out_of_reach`), or, while the cores are
+        unknown, an escape at another rate left this block interval or a larger one and
+        this rate never converged at it."""
+        rate_bin, bl = key
+        if out_of_reach(self._stats.table(key), self._c):
+            return True
+        return (
+            self.params.cores is None
+            and bl <= self._floor
+            and not self._search.has_optimum(rate_bin, bl)
+        )
+
     def _isor(self, key: Key, table: Mapping[float, Entry]) -> tuple[float, bool]:
         """IsoR of Algorithm 1 line 4: (new batch interval, whether slow start chose it)."""
         if len(table) < self.params.min_points:
-            x = self._slow_start(key, table)
+            x = self._slow_start.interval(key, table, self._seed, self._fit)
             if x is not None:
                 return x, True
         return self._fit(key), False
@@ -371,122 +483,12 @@ class IsotonicController(Controller):
         ``fit`` at the sorted intervals ``xs`` (see :func:`~.isotonic_model.first_stable`)."""
         return first_stable(step, xs, fit, self._c, self._k_range(step))
 
-    def _slow_start(self, key: Key, table: Mapping[float, Entry]) -> float | None:
-        """Slow start while ``table`` holds fewer than ``min_points`` intervals; None when
-        the fit should decide on what is known (see the class docstring).
-
-        ``double``: the smallest interval of ``x0 * 2^j`` (up to max_interval) neither
-        known nor planned and still unreported, so it doubles at every plan while reports
-        lag. ``tcp``: x0 while nothing is measured (again while its report is pending);
-        while nothing measured is stable, the largest interval plus twice its shortfall
-        ``p + c - x``, at least x0 and at most twice the largest; then IsoR's choice on
-        the points known; when that is measured already, one grid step below it if
-        nothing below is measured (IsoR cannot see a crossing below its smallest point),
-        else the next larger interval neither measured nor pending. x0 is :meth:`_seed`.
-        """
-        rate_bin, bl = key
-        step = self._grid.step(bl)
-        k_max = self._k_range(step)[1]
-        pending = self._in_flight.pending(rate_bin, bl)
-        stable = any(e[0] + self._c < x for x, e in table.items())
-        seed = self._seed(key) if self.params.slow_start == "double" or not stable else 0.0
-        if self.params.slow_start == "double":
-            k = self._grid.k_at_least(step, seed)
-            while k <= k_max:
-                x = quantise(k * step)
-                if x not in table and x not in pending:
-                    return x
-                k *= 2
-            return None if table else self._grid.candidate(step, k_max)
-        if not table:
-            return self._grid.carry(seed, bl)
-        if not stable:
-            # nothing stable: grow the largest interval by twice its shortfall p + c - x
-            # (the crossing of a slope-1/2 line), at most double it, at least the seed
-            largest = max(table)
-            shortfall = table[largest][0] + self._c - largest
-            target = max(largest + 2.0 * shortfall, seed if seed > largest else 0.0)
-            target = max(min(target, 2.0 * largest), largest + step)
-            return self._grid.carry(target, bl)
-        choice = self._fit(key)
-        if choice not in table and choice not in pending:
-            return choice
-        k = round(choice / step)
-        below = quantise((k - 1) * step)
-        if k > self._k_range(step)[0] and below not in pending and min(table) >= choice:
-            return below  # IsoR holds its value below the points: look one step down
-        k += 1
-        while k <= k_max:
-            x = quantise(k * step)
-            if x not in table and x not in pending:
-                return x
-            k += 1
-        return None
-
-    # ----------------------------------------------------------------- history reuse
-
-    def _reference(self, rate_bin: int) -> float | None:
-        """A rate's best known batch interval: the latest converged one (line 6), else the
-        smallest interval measured stable at its current block interval, else None."""
-        settled = self._settled.get(rate_bin)
-        if settled is not None:
-            return settled
-        bl = self._dr_to_bl.get(rate_bin)
-        table = self._stats.table((rate_bin, bl)) if bl is not None else {}
-        return min((x for x, e in table.items() if e[0] + self._c < x), default=None)
-
-    def _neighbour(self, rate_bin: int) -> tuple[int, float] | None:
-        """The nearest other rate bin with a reference interval (ties: the higher rate),
-        and that interval."""
-        if not self.params.reuse:
-            return None
-        best: tuple[int, float] | None = None
-        for b in self._dr_to_bl:
-            if b == rate_bin or (
-                best is not None and (abs(b - rate_bin), -b) >= (abs(best[0] - rate_bin), -best[0])
-            ):
-                continue
-            ref = self._reference(b)
-            if ref is not None:
-                best = (b, ref)
-        return best
-
-    def _seed(self, key: Key) -> float:
-        """Where slow start begins for ``key``: the rate's own converged batch interval
-        (found with another block interval), else the nearest known rate's reference
-        interval, scaled up by the rate ratio for a higher rate, else
-        ``initial_interval``."""
-        rate_bin, bl = key
-        own = self._settled.get(rate_bin)
-        if own is not None:
-            return self._grid.carry(own, bl)
-        near = self._neighbour(rate_bin)
-        if near is None:
-            return self.params.initial_interval
-        rate, near_rate = self.bin_rate(rate_bin), self.bin_rate(near[0])
-        scale = max(1.0, rate / near_rate) if near_rate > 0 else 1.0
-        return self._grid.carry(min(near[1] * scale, self.params.max_interval), bl)
-
     # ----------------------------------------------------------------- helpers
 
-    def rate_bin(self, rate_rps: float) -> int:
-        """The discretised rate: ``round(rate / rate_step)``, or with relative bins
-        ``round(log(1 + rate) / log(1 + rate_ratio))``."""
-        step = self.params.rate_step
-        if step is not None:
-            return round(rate_rps / step)
-        return round(math.log1p(max(rate_rps, 0.0)) / self._log_ratio)
-
-    def bin_rate(self, rate_bin: int) -> float:
-        """The rate at the centre of ``rate_bin``, records/s."""
-        step = self.params.rate_step
-        if step is not None:
-            return rate_bin * step
-        return math.expm1(rate_bin * self._log_ratio)
-
     def blocks_for(self, interval_s: float, block_interval: float) -> int:
-        """Blocks of a batch: ``round(x / block interval)`` in [1, max_blocks]."""
-        return blocks_for(interval_s, block_interval, self.params.max_blocks)
+        """Blocks of a batch: ``round(x / block interval)`` in [1, max_blocks], and at most
+        ``cores`` when set."""
+        return blocks_for(interval_s, block_interval, self._max_blocks)
 
     def _k_range(self, step: float) -> tuple[int, int]:
         """Candidate batch intervals on grid ``step``: k * step, k in [k_min, k_max]."""
@@ -501,7 +503,10 @@ class IsotonicController(Controller):
         """
         planned = self._in_flight.take(quantise(report.interval_s), report.blocks)
         if planned is not None:
-            return planned
+            bl, planned_for = planned
+            if planned_for is not None and self._dr_to_bl.get(planned_for) == bl:
+                self._search.count_probe_batch(planned_for)
+            return bl
         if not self.params.block_sizing:
             return self._start_bl
         step = self.params.block_step
@@ -535,6 +540,8 @@ class IsotonicController(Controller):
             "dr_to_bl": {str(rb): bl for rb, bl in self._dr_to_bl.items()},
             **self._search.to_json(),
             "settled": {str(rb): x for rb, x in self._settled.items()},
+            "escaped": {str(rb): x for rb, x in self._escaped.items()},
+            "floor": self._floor,
             "in_flight": self._in_flight.to_json(),
         }
 
@@ -557,6 +564,8 @@ class IsotonicController(Controller):
             self._dr_to_bl = {int(rb): float(bl) for rb, bl in state.get("dr_to_bl", {}).items()}
             self._search.load(state)
             self._settled = {int(rb): float(x) for rb, x in state.get("settled", {}).items()}
+            self._escaped = {int(rb): float(x) for rb, x in state.get("escaped", {}).items()}
+            self._floor = float(state.get("floor", 0.0))
             self._in_flight.load(state.get("in_flight", []))
             rate_bin = state.get("rate_bin")
             self._rate_bin = None if rate_bin is None else int(rate_bin)

@@ -153,15 +153,16 @@ class InFlight:
         """The batch intervals planned for ``(rate_bin, block_interval)`` and unreported."""
         return {e[0] for e in self._plans if e[3] == rate_bin and e[2] == block_interval}
 
-    def take(self, x: float, blocks: int) -> float | None:
-        """The block interval of the oldest plan of ``x`` and ``blocks``, forgetting it and
-        every older plan (reports arrive in plan order; older unmatched plans were dropped
-        or merged by the engine); ``None`` when no plan matches."""
+    def take(self, x: float, blocks: int) -> tuple[float, int | None] | None:
+        """The block interval and planned-for rate bin of the oldest plan of ``x`` and
+        ``blocks``, forgetting it and every older plan (reports arrive in plan order; older
+        unmatched plans were dropped or merged by the engine); ``None`` when no plan
+        matches."""
         for i, entry in enumerate(self._plans):
             if entry[0] == x and entry[1] == blocks:
                 for _ in range(i + 1):
                     self._plans.popleft()
-                return entry[2]
+                return entry[2], entry[3]
         return None
 
     def to_json(self) -> list[list[Any]]:

@@ -19,6 +19,12 @@ What is fitted and what is known:
 - ``sigma`` (the lognormal noise) is the standard deviation of ``log(p / p_model)`` over
   the fitted batches: measured scatter, including what the model does not explain.
 
+The fits of this machine's runs (docs/results.md) are written down once, in
+:data:`adabatch.sim.workloads.LOCAL2_FITS`: Reduce's and Join's default per-block costs
+are theirs, so the default simulator does not flatter controllers that add blocks. A new
+calibration that moves them updates that table (tests/sim/test_workloads.py checks the two
+agree within the calibration's 25 %).
+
 Examples
 --------
 >>> from adabatch.sim.workloads import make_workload

@@ -28,8 +28,11 @@ reason). With ``k <= cores`` (``tail = 1``), the fixed-point controllers' defaul
 block per core included, processing times do not depend on ``s``.
 
 The defaults resemble local[2] PySpark 4.3 on this machine (ARCHITECTURE.md, "Measured"):
-an overhead-bound groupBy costs ~0.35-0.45 s per micro-batch up to ~10k rows. Every
-parameter can be overridden (``--model k=v``) or loaded from a calibration JSON file::
+an overhead-bound groupBy costs ~0.35-0.45 s per micro-batch up to ~10k rows, and the
+Reduce and Join models charge each block what ``adabatch bench calibrate`` measured for it
+on Spark (:data:`LOCAL2_FITS`, the one place those fits are written down): a model whose
+blocks cost less flatters block-hungry controllers. Every parameter can be overridden
+(``--model k=v``) or loaded from a calibration JSON file::
 
     {"workload": "reduce", "params": {"overhead_s": 0.31, "per_record_s": 3.2e-06}}
 """
@@ -49,6 +52,33 @@ from adabatch.errors import AdabatchError
 from adabatch.inputs import read_json_file
 from adabatch.params import Param, parse_values
 from adabatch.profiles import parse_duration
+
+# The fits of ``adabatch bench calibrate`` on local[2] (docs/results.md, "Calibrating the
+# simulator on real Spark": Reduce over 1,000 keys, Join over one key), with the facts the
+# runs set (cores, keys). Reduce's and Join's default ``per_block_s`` are these; the whole
+# set is :func:`local2_workload`. A new calibration on this machine updates them here.
+LOCAL2_FITS: dict[str, dict[str, Any]] = {
+    "reduce": {
+        "overhead_s": 0.08752,
+        "per_block_s": 0.04444,
+        "per_record_s": 1.055e-06,
+        "straggler": 0.0,
+        "sigma": 0.097,
+        "cores": 2.0,
+        "keys": 1000,
+        "per_key_commit": False,
+    },
+    "join": {
+        "overhead_s": 0.1892,
+        "per_block_s": 0.07269,
+        "per_record_s": 0.0,
+        "per_pair_s": 4.575e-09,
+        "straggler": 0.0,
+        "sigma": 0.129,
+        "cores": 2.0,
+        "join_keys": 1,
+    },
+}
 
 
 def _p(default: Any, help_text: str, *, low: float | None = 0.0, low_open: bool = False) -> Any:
@@ -284,6 +314,9 @@ class ReduceModel(CostModel):
     name: ClassVar[str] = "reduce"
     summary: ClassVar[str] = "linear plus a per-key commit floor (Fig. 13b)"
 
+    per_block_s: float = _p(
+        LOCAL2_FITS["reduce"]["per_block_s"], "cost per block (measured on local[2] Spark)"
+    )
     keys: int = _p(1000, "distinct keys in the stream", low=1)
     per_key_commit: bool = _p(True, "commit each distinct key of a batch separately")
     commit_per_key_s: float = _p(2e-5, "commit seconds per distinct key (serial)")
@@ -303,12 +336,15 @@ class JoinModel(CostModel):
     ``join_keys`` keys, give ``(n/2)^2 / join_keys`` pairs: superlinear in the interval.
 
     With the defaults at 5000 records/s and two blocks, ``p = 0.7 x`` is crossed near
-    0.5 s (Type I) and 8 s (Type II); above ~9000 records/s no interval is stable."""
+    0.7 s (Type I) and 8 s (Type II); above ~9100 records/s no interval is stable."""
 
     name: ClassVar[str] = "join"
     summary: ClassVar[str] = "superlinear: Type-I and Type-II intersections (Fig. 13c)"
 
     overhead_s: float = _p(0.30, "fixed cost per batch (job scheduling, driver round trips)")
+    per_block_s: float = _p(
+        LOCAL2_FITS["join"]["per_block_s"], "cost per block (measured on local[2] Spark)"
+    )
     join_keys: int = _p(100, "distinct join keys", low=1)
     per_pair_s: float = _p(2.5e-6, "CPU seconds per joined output pair")
 
