@@ -9,6 +9,7 @@ import pytest
 
 from adabatch.cli import main
 from adabatch.errors import AdabatchError
+from adabatch.params import Param
 from adabatch.profiles import parse_duration, parse_profile
 from adabatch.runs.spark_job import parse_trigger
 
@@ -98,3 +99,39 @@ def test_the_cli_names_a_bad_duration(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "'a fortnight' is not a duration" in err and "'1 minute'" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_grammar_lives_in_params_and_profiles_still_exports_it():
+    import adabatch.params as params
+    import adabatch.profiles as profiles
+
+    assert profiles.parse_duration is params.parse_duration
+    assert profiles.DURATION_FORMS is params.DURATION_FORMS
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("2", 2.0), ("2s", 2.0), ("1500ms", 1.5), ("2 seconds", 2.0), (3, 3.0), (0.25, 0.25)],
+)
+def test_a_duration_param_reads_every_form(value, seconds):
+    param = Param("wait", 1.0, "a wait", low=0.0, low_open=True, duration=True)
+    assert param.parse(value, owner="thing") == pytest.approx(seconds)
+    assert param.parse_flag(str(value)) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    ("value", "fault"),
+    [("2 parsecs", "is not a duration"), ("0s", "is out of range"), ("1e999s", "is not finite")],
+)
+def test_a_bad_duration_param_names_itself_the_value_and_the_forms(value, fault):
+    param = Param("wait", 1.0, "a wait", low=0.0, low_open=True, duration=True)
+    with pytest.raises(AdabatchError) as err:
+        param.parse(value, owner="thing")
+    message = str(err.value)
+    assert message.startswith(f"thing parameter 'wait' = '{value}' {fault}: allowed seconds in")
+    assert "1500ms" in message and "'2 seconds'" in message
+
+
+def test_a_plain_number_param_still_refuses_units():
+    with pytest.raises(AdabatchError, match="is not a number"):
+        Param("rho", 0.7, "slack").parse("2s", owner="thing")

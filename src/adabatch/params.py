@@ -6,11 +6,16 @@ option or a number into a checked value; :func:`parse_values` checks a whole set
 values against their params (unknown names refused by :func:`check_names`, missing ones
 at their defaults); :meth:`Param.parse_flag` checks the text of a command-line flag;
 :class:`Params` holds the checked values read-only with attribute access.
+
+Durations are read here too (:func:`parse_duration`: ``90``, ``90s``, ``500ms``, Spark's
+``5 seconds``), so a parameter can be a number of seconds given in any of those forms
+(``Param(..., duration=True)``); :mod:`adabatch.profiles` re-exports the grammar.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +23,71 @@ from typing import Any
 from adabatch.errors import AdabatchError, shown
 
 Number = int | float
+
+# Units of a duration: ours (90s, 500ms, 1.5m, 2h) and the words Spark accepts in a
+# processingTime trigger or a time option ("5 seconds", "1 minute", "100 ms", "10 sec").
+_UNIT_NAMES: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("us", "micro", "micros", "microsecond", "microseconds"), 1e-6),
+    (("ms", "msec", "msecs", "milli", "millis", "millisecond", "milliseconds"), 1e-3),
+    (("s", "sec", "secs", "second", "seconds"), 1.0),
+    (("m", "min", "mins", "minute", "minutes"), 60.0),
+    (("h", "hr", "hrs", "hour", "hours"), 3600.0),
+    (("d", "day", "days"), 86400.0),
+    (("w", "week", "weeks"), 604800.0),
+)
+_UNIT_S = {name: seconds for names, seconds in _UNIT_NAMES for name in names}
+_DURATION_PART = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([a-z]+)?\s*")
+MAX_DURATION_TEXT = 200  # characters; longer text is not a duration
+DURATION_FORMS = (
+    "90, 90s, 500ms, 1.5m, 2h, or Spark's '5 seconds', '1 minute', '500 milliseconds', "
+    "'2 hours', '10 sec', '1 min', '100 ms', 'interval 1 minute 30 seconds' "
+    "(units: us, ms, s, m, h, d, w and their names)"
+)
+
+
+def parse_duration(text: str | float | int) -> float:
+    """Seconds from a number of seconds or a duration with units (>= 0, finite).
+
+    Our short forms (``"90"``, ``"90s"``, ``"500ms"``, ``"1.5m"``, ``"2h"``) and Spark's
+    (``"5 seconds"``, ``"1 min"``, ``"100 ms"``, ``"interval 1 minute 30 seconds"``),
+    case-insensitive; a sum of parts needs a unit on each.
+
+    Examples
+    --------
+    >>> parse_duration("1 minute 30 seconds")
+    90.0
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        value = _duration_text(str(text))
+        if value is None:
+            msg = f"duration {shown(text)} is not a duration: allowed e.g. {DURATION_FORMS}"
+            raise AdabatchError(msg)
+    if not math.isfinite(value) or value < 0:
+        msg = f"duration {shown(text)} must be a finite number of seconds >= 0"
+        raise AdabatchError(msg)
+    return value
+
+
+def _duration_text(text: str) -> float | None:
+    """Seconds of a duration's text, ``None`` if it is not one."""
+    if len(text) > MAX_DURATION_TEXT:
+        return None
+    rest = text.strip().lower().removeprefix("interval ")
+    parts, pos = [], 0
+    while pos < len(rest) or not parts:
+        match = _DURATION_PART.match(rest, pos)
+        if match is None or match.end() == pos:
+            return None
+        number, unit = match.groups()
+        if unit is not None and unit not in _UNIT_S:
+            return None
+        parts.append((float(number), unit))
+        pos = match.end()
+    if len(parts) > 1 and any(unit is None for _, unit in parts):
+        return None  # "1 30s": which unit is the 1 in?
+    return sum(number * _UNIT_S[unit or "s"] for number, unit in parts)
 
 
 @dataclass(frozen=True)
@@ -27,7 +97,9 @@ class Param:
     ``low``/``high`` bound numeric values (``None`` = unbounded); ``low_open``/``high_open``
     make a bound exclusive. ``choices`` restricts string parameters; without choices a
     string parameter is free text, checked by ``check`` when given (a parser that raises
-    :class:`AdabatchError` on bad text, e.g. a rate-profile spec's).
+    :class:`AdabatchError` on bad text, e.g. a rate-profile spec's). ``duration`` makes a
+    float parameter a number of seconds that may also be written as a duration
+    (``2s``, ``1500ms``, ``2 seconds``: :func:`parse_duration`).
     """
 
     name: str
@@ -41,6 +113,7 @@ class Param:
     choices: tuple[str, ...] | None = None
     optional: bool = False  # default None allowed ("not set")
     check: Callable[[str], object] | None = None
+    duration: bool = False
 
     def allowed(self) -> str:
         """The allowed values as text, for errors and ``adabatch controllers``."""
@@ -57,6 +130,8 @@ class Param:
         text = f"{lo}{lo_v}, {hi_v}{hi}"
         if self.kind is int:
             text = "integer in " + text
+        elif self.duration:
+            text = f"seconds in {text} or a duration (2s, 1500ms, '2 seconds')"
         return text + (" or unset" if self.optional else "")
 
     def in_words(self, noun: str = "a finite number") -> str:
@@ -67,6 +142,8 @@ class Param:
         if self.choices is not None:
             return "one of " + ", ".join(self.choices)
         low, high, fmt = self.low, self.high, "g"
+        if self.duration and noun == "a finite number":
+            noun = "a duration in seconds (e.g. 2, 2s, 1500ms, '2 seconds')"
         if self.kind is int:  # whole numbers in full: 9007199254740992, not 9.0072e+15
             noun, fmt = "an integer", "d"
             low = None if low is None else int(low)
@@ -116,9 +193,10 @@ class Param:
         if self.kind is str:
             return self._checked_text(str(value).strip(), where)
         try:
-            number = self.kind(float(value)) if self.kind is float else _as_int(value)
+            number = self._number(value)
         except (TypeError, ValueError):
-            msg = f"{where} = {shown(value)} is not a number: allowed {self.allowed()}"
+            what = "a duration" if self.duration else "a number"
+            msg = f"{where} = {shown(value)} is not {what}: allowed {self.allowed()}"
             raise AdabatchError(msg) from None
         fault = self._fault(number)
         if fault is not None:
@@ -141,9 +219,11 @@ class Param:
             fault = None if value in self.choices else "is not allowed"
         else:
             try:
-                value = self.kind(text)  # int("1.5"), int("1e3") and float("x") raise
+                # int("1.5"), int("1e3") and float("x") raise
+                value = self._number(text) if self.duration else self.kind(text)
             except ValueError:
                 kind = "an integer" if self.kind is int else "a number"
+                kind = "a duration" if self.duration else kind
                 msg = f"{what} is not {kind}: allowed {self.in_words()}"
                 raise AdabatchError(msg) from None
             fault = self._fault(value)
@@ -151,6 +231,16 @@ class Param:
             msg = f"{what}: allowed {self.in_words()}"
             raise AdabatchError(msg)
         return value
+
+    def _number(self, value: Any) -> Number:
+        """``value`` as this param's kind of number; ``ValueError``/``TypeError`` if it is
+        none (a duration's text in any form :func:`parse_duration` reads)."""
+        if self.duration and isinstance(value, str):
+            seconds = _duration_text(value)
+            if seconds is None:
+                raise ValueError(value)
+            return seconds
+        return self.kind(float(value)) if self.kind is float else _as_int(value)
 
     def _fault(self, number: Number) -> str | None:
         """Why ``number`` is not allowed (``"is not finite"``, ``"is out of range"``), or

@@ -10,7 +10,7 @@ Spark source) and answers four questions, all exact up to float rounding:
 - ``mean_rate(t0, t1)``: mean rate over ``[t0, t1]``.
 
 Grammar (durations accept ``90``, ``90s``, ``500ms``, ``1.5m``, ``2h`` and Spark's forms such
-as ``5 seconds`` or ``1 minute``, see :func:`parse_duration`; rates are records/s):
+as ``5 seconds`` or ``1 minute``, see :func:`adabatch.params.parse_duration`; rates are records/s):
 
 ``constant:R``
     R records/s for ever (R > 0).
@@ -47,7 +47,6 @@ import bisect
 import csv
 import itertools
 import math
-import re
 from abc import ABC, abstractmethod
 from pathlib import Path
 
@@ -55,6 +54,10 @@ import numpy as np
 
 from adabatch.errors import AdabatchError, shown
 from adabatch.inputs import read_text_file
+
+# The duration grammar lives in adabatch.params, a layer below, so that a parameter can
+# be a duration; importing it from here, where callers have always found it, still works.
+from adabatch.params import DURATION_FORMS, parse_duration
 
 GRAMMAR = (
     "constant:R | step:R1:R2:AT | steps:R1@0,R2@T2,... | sine:MIN:MAX:PERIOD | "
@@ -73,71 +76,6 @@ MIN_PERIOD_S = 1e-3
 MAX_SEGMENTS = 1_000_000
 # Largest trace file read (a trace of a day at one row per 10 ms fits).
 MAX_TRACE_BYTES = 64 * 1024 * 1024
-
-# Units of a duration: ours (90s, 500ms, 1.5m, 2h) and the words Spark accepts in a
-# processingTime trigger or a time option ("5 seconds", "1 minute", "100 ms", "10 sec").
-_UNIT_NAMES: tuple[tuple[tuple[str, ...], float], ...] = (
-    (("us", "micro", "micros", "microsecond", "microseconds"), 1e-6),
-    (("ms", "msec", "msecs", "milli", "millis", "millisecond", "milliseconds"), 1e-3),
-    (("s", "sec", "secs", "second", "seconds"), 1.0),
-    (("m", "min", "mins", "minute", "minutes"), 60.0),
-    (("h", "hr", "hrs", "hour", "hours"), 3600.0),
-    (("d", "day", "days"), 86400.0),
-    (("w", "week", "weeks"), 604800.0),
-)
-_UNIT_S = {name: seconds for names, seconds in _UNIT_NAMES for name in names}
-_DURATION_PART = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*([a-z]+)?\s*")
-MAX_DURATION_TEXT = 200  # characters; longer text is not a duration
-DURATION_FORMS = (
-    "90, 90s, 500ms, 1.5m, 2h, or Spark's '5 seconds', '1 minute', '500 milliseconds', "
-    "'2 hours', '10 sec', '1 min', '100 ms', 'interval 1 minute 30 seconds' "
-    "(units: us, ms, s, m, h, d, w and their names)"
-)
-
-
-def parse_duration(text: str | float | int) -> float:
-    """Seconds from a number of seconds or a duration with units (>= 0, finite).
-
-    Our short forms (``"90"``, ``"90s"``, ``"500ms"``, ``"1.5m"``, ``"2h"``) and Spark's
-    (``"5 seconds"``, ``"1 min"``, ``"100 ms"``, ``"interval 1 minute 30 seconds"``),
-    case-insensitive; a sum of parts needs a unit on each.
-
-    Examples
-    --------
-    >>> parse_duration("1 minute 30 seconds")
-    90.0
-    """
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        value = float(text)
-    else:
-        value = _duration_text(str(text))
-        if value is None:
-            msg = f"duration {shown(text)} is not a duration: allowed e.g. {DURATION_FORMS}"
-            raise AdabatchError(msg)
-    if not math.isfinite(value) or value < 0:
-        msg = f"duration {shown(text)} must be a finite number of seconds >= 0"
-        raise AdabatchError(msg)
-    return value
-
-
-def _duration_text(text: str) -> float | None:
-    """Seconds of a duration's text, ``None`` if it is not one."""
-    if len(text) > MAX_DURATION_TEXT:
-        return None
-    rest = text.strip().lower().removeprefix("interval ")
-    parts, pos = [], 0
-    while pos < len(rest) or not parts:
-        match = _DURATION_PART.match(rest, pos)
-        if match is None or match.end() == pos:
-            return None
-        number, unit = match.groups()
-        if unit is not None and unit not in _UNIT_S:
-            return None
-        parts.append((float(number), unit))
-        pos = match.end()
-    if len(parts) > 1 and any(unit is None for _, unit in parts):
-        return None  # "1 30s": which unit is the 1 in?
-    return sum(number * _UNIT_S[unit or "s"] for number, unit in parts)
 
 
 class RateProfile(ABC):

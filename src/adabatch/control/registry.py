@@ -19,6 +19,7 @@ CONTROLLERS: Registry[type[Controller]] = Registry(
         "isotonic": "adabatch.control.isotonic:IsotonicController",
         "pid": "adabatch.control.pid:PIDController",
         "adcom": "adabatch.control.adcom:AdComController",
+        "slo": "adabatch.control.slo:SloController",
     },
 )
 

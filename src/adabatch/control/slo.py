@@ -1,0 +1,551 @@
+"""``slo``: a batch latency target instead of an interval; the cheapest interval that meets it.
+
+A Spark user states the latency they need (``target``, at ``percentile``); the controller
+learns online how processing time depends on the records and blocks of a batch and picks,
+at every cut, the *longest* interval whose predicted batch latency still meets the target:
+a longer interval means fewer batches, so less fixed overhead per record, so less CPU.
+Where no interval meets the target it runs at the lowest latency that is still stable and
+says so; where no interval is stable at all it caps the records per batch so the queue and
+memory stay bounded (nothing is dropped: the records wait in the source).
+
+The model (:mod:`adabatch.control.slo_model`)::
+
+    p̂(n, k) = a + b·n + c·n² + d·k          a, b, c, d >= 0, weighted NNLS over a memory of
+                                             (n, k) bins, recent bins weighted most
+    m_q = quantile of p_observed / p̂_predicted over the last ``window`` batches at
+          ``percentile`` (at least ``initial_margin`` until MIN_RATIOS were predicted);
+    m_u = their mean (the fit's bias; at least 1 until MIN_RATIOS were predicted);
+    δ   = max(0, quantile at ``percentile`` of (x + p)_observed - L̂ over the last
+          ``window`` batches planned by the rule), L̂ = x + m_q·p̂ as predicted when the
+          batch was planned: what the model misses (the rate changing under a planned
+          batch, a cost change), learnt from what happened. Only that error feeds δ, never
+          δ itself, so at most 1 - percentile of the batches end over the target in a
+          steady state. Queue delay is left out: it follows a rate step and drains (below),
+          and counting it would read one transient as a lasting loss of reach.
+
+The decision, for the arrival rate ``r`` = records / interval of the latest batch that was
+not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granularity`` in
+``[min_interval, max_interval]``)::
+
+    P(x) = p̂(r·x, k)
+    L(x) = x + 0 + m_q·P(x) + δ         batch latency x + q + p at the percentile; q = 0
+                                        because only stable intervals are candidates
+    S    = {x : m_u·P(x) <= u·x}        stable: mean processing at most ``utilisation``
+                                        of the interval (room for noise, no queue)
+    x_cpu = the longest x in S with the least P(x)/x: past it p grows faster than x, a
+            longer interval costs more CPU per record and runs toward the Type-II crossing
+            (fixed-point §3.3.3), so no interval past it is chosen
+    F    = {x in S : x <= x_cpu, L(x) <= target}
+
+    F not empty  ->  x = max F                                 mode "target"
+    S not empty  ->  x = argmin_S L, the target is out of reach mode "floor"
+    S empty      ->  overload: for each x the most records n_cap(x) with
+                     m_u·p̂(n) <= u·x; x maximises the throughput n_cap(x)/x among the x
+                     whose capped latency x + m_q·p̂(n_cap) + δ meets the target (else is
+                     within twice the least), and the plan caps the batch at n_cap(x)
+                     records                                   mode "overload"
+
+A queue that exists (after a rate step) drains faster the longer the interval (less
+overhead per record), and the rule already picks the longest it allows, so q is not
+predicted. While records wait in the source (estimated backlog > 0) every plan caps its
+batch at ``n_cap(x)``: the backlog drains at the stable limit instead of arriving as one
+batch. A batch is *capped* when it holds exactly the cap planned; its records/interval is
+then not the arrival rate, so the rate keeps its last uncapped value and the backlog
+grows by ``r·x - records`` per capped batch; an uncapped batch means the backlog is gone.
+The backlog is an estimate: reports do not carry what the source holds, so a rate that
+changes while every batch is capped is seen only once the backlog is gone.
+
+Until the fit has two record-count bins the model is the latest batch scaled in
+proportion (:class:`~adabatch.control.slo_model.ProcessingFit`), and a plan it cannot
+place (no interval meets the target under it) probes ``max(p_last / u, 1.5·x_last)`` to
+learn the slope: mode "start". Before any report the plan is ``initial_interval``
+(default ``target / 2``).
+
+Rate steps: the rate is the latest report's, so the plan made after the first report
+that shows a new rate uses it. History reuse: the model is a function of the records per
+batch, not of the rate, and the memory keeps every record-count bin it has seen (at weight
+``memory`` when old): a rate seen before is predicted from its own measurements.
+
+``target`` has a default (2 s) only so that every controller can be built without
+parameters (the registry's contract); a user names the latency they need.
+
+Reporting: ``metrics_state()`` (written with every batch) carries ``slo_met`` (the
+decision meets the target and the observed batch latency at the percentile over the
+last ``window`` batches is within it), ``achievable_latency_s`` (the least predicted
+latency of any stable interval; the capped batch latency in overload), the mode, the
+rate, the estimated backlog and the margin. The first time the target is found out of
+reach (``CONFIRM`` observed batches in a row once the fit is in use) one warning line
+goes to the ``adabatch.control.slo`` logger, naming the target, the best achievable
+latency and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from adabatch.control.base import (
+    BLOCKS,
+    MAX_INTERVAL_S,
+    MAX_RECORDS,
+    MIN_INTERVAL_S,
+    BatchPlan,
+    BatchReport,
+    Controller,
+)
+from adabatch.control.fixed_point import IntervalBounds
+from adabatch.control.slo_model import ProcessingFit, Window, ratio
+from adabatch.errors import AdabatchError
+from adabatch.params import Param, Params
+
+log = logging.getLogger(__name__)
+
+# One-step-ahead ratios needed before the margin is their quantile alone.
+MIN_RATIOS = 10
+# Observed batches in a row with the target out of reach before the warning.
+CONFIRM = 3
+# Most candidate intervals one decision evaluates (a finer grid is sampled geometrically).
+MAX_GRID = 4000
+# Caps remembered to recognise a capped batch in its report.
+CAPS_KEPT = 8
+# Plans remembered until their batch is reported (for the latency error behind δ).
+PENDING_KEPT = 64
+# The margin is kept in this range (a window of wild ratios must not make plans absurd).
+MARGIN_RANGE = (0.5, 100.0)
+_EPS = 1e-9
+
+
+def _seconds(name: str, default: float | None, help_text: str, **kw: Any) -> Param:
+    """An interval parameter of this controller: a duration in [MIN_INTERVAL_S,
+    MAX_INTERVAL_S] seconds."""
+    return Param(
+        name, default, help_text, low=MIN_INTERVAL_S, high=MAX_INTERVAL_S, duration=True, **kw
+    )
+
+
+@dataclass(frozen=True)
+class Margins:
+    """What the decision adds to the model: ``m_q``, ``m_u`` and ``δ`` (module
+    docstring)."""
+
+    q: float
+    u: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One outcome of the decision rule (module docstring); ``model_latency_s`` is
+    ``L̂ = x + m_q·p̂`` without ``δ``, kept until the batch is reported."""
+
+    mode: str  # start, target, floor, overload
+    interval_s: float
+    max_records: int | None = None
+    predicted_latency_s: float | None = None
+    achievable_latency_s: float | None = None
+    processing_s: float | None = None  # predicted p at the percentile at the plan
+    capacity_rps: float | None = None  # overload: the most records/s a stable batch takes
+    model_latency_s: float | None = None
+
+
+class SloController(Controller):
+    """The longest interval whose predicted batch latency at ``percentile`` meets ``target``.
+
+    See the module docstring for the model and the decision rule, in the order the code
+    runs them.
+
+    Examples
+    --------
+    >>> from adabatch.control.base import BatchReport
+    >>> ctrl = SloController(target="2 seconds")
+    >>> ctrl.plan(0.0).interval_s  # nothing learnt yet: target / 2
+    1.0
+    >>> ctrl.observe(BatchReport(0, 1.0, 2, 1000, 0.4, 0.0, 1.0, 1.0, 1.4))
+    >>> ctrl.plan(1.0).interval_s  # p in proportion to n: x + 1.3 * 0.4 * x <= 2
+    1.3
+    """
+
+    name = "slo"
+    summary = (
+        "latency target: the longest interval whose predicted batch latency at a "
+        "percentile meets it (online least squares, residual quantiles)"
+    )
+    PARAMS = (
+        Param(
+            "target",
+            2.0,
+            "batch latency target x + q + p at the percentile, seconds",
+            low=0.0,
+            low_open=True,
+            high=MAX_INTERVAL_S,
+            duration=True,
+        ),
+        Param(
+            "percentile",
+            95.0,
+            "percentile of batch latency the target applies to",
+            low=50.0,
+            high=100.0,
+            high_open=True,
+        ),
+        _seconds("granularity", 0.05, "intervals are multiples of this, seconds"),
+        _seconds("min_interval", 0.1, "shortest interval, seconds"),
+        _seconds("max_interval", 60.0, "longest interval, seconds"),
+        _seconds(
+            "initial_interval",
+            None,
+            "interval until the first batch is reported (unset: target / 2)",
+            optional=True,
+        ),
+        BLOCKS,
+        Param(
+            "forget",
+            0.98,
+            "weight a bin of the model keeps per batch it is not updated (forgetting)",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+        ),
+        Param(
+            "memory",
+            0.02,
+            "least weight of an old bin: what was learnt at a rate seen before",
+            low=0.0,
+            high=1.0,
+        ),
+        Param(
+            "bin_ratio",
+            0.1,
+            "relative width of a record-count bin of the model",
+            low=0.001,
+            high=1.0,
+        ),
+        Param(
+            "utilisation",
+            0.9,
+            "most mean processing time per interval a plan may have: p <= utilisation * x",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+        ),
+        Param(
+            "window",
+            100,
+            "batches whose prediction errors and latencies give the percentiles",
+            kind=int,
+            low=10,
+            high=100_000,
+        ),
+        Param(
+            "initial_margin",
+            1.3,
+            f"margin on predicted processing time until {MIN_RATIOS} batches were predicted",
+            low=1.0,
+            high=MARGIN_RANGE[1],
+        ),
+    )
+
+    def __init__(self, **params: Any) -> None:
+        super().__init__(**params)
+        p = self.params
+        self._grid = interval_grid(self._bounds)
+        self._n_short = int(np.searchsorted(self._grid, p.target + _EPS, side="right"))
+        raw = p.target / 2.0 if p.initial_interval is None else p.initial_interval
+        self._x0 = self._bounds.fit(raw)
+        self._reset()
+
+    def _check(self, params: Params) -> None:
+        self._bounds = IntervalBounds.from_params(params, self.name)
+
+    def _reset(self) -> None:
+        p = self.params
+        self._fit = ProcessingFit(p.forget, p.memory, p.bin_ratio)
+        self._ratios = Window(p.window)  # p_observed / p̂
+        self._latencies = Window(p.window)  # observed batch latencies
+        self._errors = Window(p.window)  # (x + p)_observed - L̂
+        self._pending: dict[float, float] = {}  # cut time -> L̂ of batches planned by the rule
+        self._rate: float | None = None  # records/s of the latest uncapped batch
+        self._backlog = 0.0  # estimated records waiting in the source
+        self._caps: list[int] = []  # recent caps planned, oldest first
+        self._last_x: float | None = None  # interval of the latest report
+        self._queue_delay = 0.0
+        self._streak = 0
+        self._warned: list[str] = []
+        self._observed = 0
+        self._decision: Decision | None = None
+        self._margins: Margins | None = None
+
+    # ----------------------------------------------------------------- the contract
+
+    def plan(self, now: float) -> BatchPlan:
+        d = self._current()
+        if d.max_records is not None:
+            self._caps = [c for c in self._caps if c != d.max_records][-(CAPS_KEPT - 1) :]
+            self._caps.append(d.max_records)
+        if d.model_latency_s is not None:
+            self._pending[round(now + d.interval_s, 6)] = round(d.model_latency_s, 6)
+            while len(self._pending) > PENDING_KEPT:
+                del self._pending[next(iter(self._pending))]
+        return BatchPlan(d.interval_s, self.params.blocks, d.max_records)
+
+    def observe(self, report: BatchReport) -> None:
+        self._observed += 1
+        n, k, x = report.records, report.blocks, report.interval_s
+        if self._fit.last is not None:
+            r = ratio(report.processing_s, self._fit.predict_one(n, k))
+            if r is not None:
+                self._ratios.add(r)
+        self._fit.add(n, k, report.processing_s)
+        self._latencies.add(round(report.latency_s, 4))
+        planned = self._pending.pop(round(report.cut_at, 6), None)
+        if planned is not None:
+            self._errors.add(round(report.interval_s + report.processing_s - planned, 4))
+        if n > 0 and n in self._caps and self._rate is not None:
+            self._backlog += max(0.0, self._rate * x - n)
+        else:
+            self._rate, self._backlog = n / x, 0.0
+        self._last_x, self._queue_delay = x, report.queue_delay_s
+        self._decision = self._margins = None
+        self._verdict(self._current())
+
+    # ----------------------------------------------------------------- the decision
+
+    def _current(self) -> Decision:
+        if self._decision is None:
+            self._decision = self._decide()
+        return self._decision
+
+    def margins(self) -> Margins:
+        """``m_q``, ``m_u`` and ``δ`` for the next decision (module docstring)."""
+        if self._margins is None:
+            pct, early = self.params.percentile, len(self._ratios) < MIN_RATIOS
+            m_q, m_u = self._ratios.quantile(pct), self._ratios.mean()
+            if early:
+                m_q = max(self.params.initial_margin, m_q or 0.0)
+                m_u = max(1.0, m_u or 0.0)
+            lo, hi = MARGIN_RANGE
+            delta = self._errors.quantile(pct) if len(self._errors) >= MIN_RATIOS else 0.0
+            self._margins = Margins(
+                min(max(float(m_q), lo), hi),  # type: ignore[arg-type]
+                min(max(float(m_u), lo), hi),  # type: ignore[arg-type]
+                max(0.0, float(delta or 0.0)),
+            )
+        return self._margins
+
+    def _decide(self) -> Decision:
+        """The decision rule of the module docstring, for the current model and rate.
+
+        The intervals up to the target are tried first: no longer one can meet it, and
+        ``P/x`` has one minimum on the model's curve (``a/x + b·r + c·r²·x``), so a
+        choice among them is the choice among all. Only a target out of reach looks at
+        the whole grid."""
+        if self._rate is None:
+            return Decision("start", self._x0)
+        short = self._grid[: max(1, self._n_short)]
+        d = self._rule(short)
+        if d.mode == "target" or len(short) == len(self._grid):
+            return d
+        return self._rule(self._grid)
+
+    def _rule(self, xs: np.ndarray) -> Decision:
+        """The decision rule over the candidate intervals ``xs``."""
+        assert self._rate is not None
+        k, target = self.params.blocks, self.params.target
+        m = self.margins()
+        p = self._fit.predict(self._rate * xs, k)
+        model = xs + m.q * p
+        lat = model + m.delta
+        stable = m.u * p <= self.params.utilisation * xs + _EPS
+        if not self._fit.fitted(k):
+            return self._start(xs, p, lat, stable)
+        if not stable.any():
+            return self._overload(m)
+        cost = np.where(stable, p / xs, np.inf)
+        i_cpu = int(np.flatnonzero(cost <= cost.min())[-1])
+        ok = stable & (lat <= target + _EPS) & (np.arange(len(xs)) <= i_cpu)
+        achievable = float(lat[stable].min())
+        if ok.any():
+            i, mode = int(np.flatnonzero(ok)[-1]), "target"
+        else:
+            i, mode = int(np.argmin(np.where(stable, lat, np.inf))), "floor"
+        x = float(xs[i])
+        cap = self._backlog_cap(x, m) if self._backlog > 0 else None
+        pq = float(m.q * p[i])
+        return Decision(mode, x, cap, float(lat[i]), achievable, pq, None, float(model[i]))
+
+    def _start(
+        self, xs: np.ndarray, p: np.ndarray, lat: np.ndarray, stable: np.ndarray
+    ) -> Decision:
+        """Before the fit: the rule on the proportional model, else a probe."""
+        ok = stable & (lat <= self.params.target + _EPS)
+        if ok.any():
+            i = int(np.flatnonzero(ok)[-1])
+            return Decision("start", float(xs[i]), None, float(lat[i]))
+        assert self._fit.last is not None and self._last_x is not None
+        probe = max(self._fit.last[2] / self.params.utilisation, 1.5 * self._last_x)
+        return Decision("start", self._bounds.fit(probe))
+
+    def _overload(self, m: Margins) -> Decision:
+        """No stable interval: cap the records so that a batch is processed within its
+        interval, at the most records/s among the intervals that meet the target (or
+        come within twice the least capped latency)."""
+        k, xs = self.params.blocks, self._grid
+        budget = self.params.utilisation * xs / m.u
+        n_cap = np.minimum(self._fit.records_within(budget, k), MAX_RECORDS)
+        usable = n_cap >= 1.0
+        if not usable.any():  # even one record takes longer than any interval
+            x = float(xs[-1])
+            lat = x + m.q * float(self._fit.predict(1.0, k)) + m.delta
+            return Decision("overload", x, 1, lat, lat, lat - x, 1.0 / x)
+        thr = np.where(usable, n_cap / xs, -1.0)
+        lat = xs + m.q * self._fit.predict(n_cap, k) + m.delta
+        within = usable & (lat <= self.params.target + _EPS)
+        if not within.any():
+            within = usable & (lat <= 2.0 * float(lat[usable].min()))
+        i = int(np.argmax(np.where(within, thr, -1.0)))
+        cap = max(1, math.floor(n_cap[i]))
+        return Decision(
+            "overload",
+            float(xs[i]),
+            cap,
+            float(lat[i]),
+            float(lat[i]),
+            float(lat[i] - xs[i]),
+            float(thr.max()),
+        )
+
+    def _backlog_cap(self, x: float, m: Margins) -> int | None:
+        """The most records a stable batch of ``x`` takes while a backlog waits."""
+        budget = np.array([self.params.utilisation * x / m.u])
+        n = float(self._fit.records_within(budget, self.params.blocks)[0])
+        if not math.isfinite(n) or n >= MAX_RECORDS:
+            return None
+        return max(1, math.floor(n))
+
+    # ----------------------------------------------------------------- the verdict
+
+    def observed_latency(self) -> float | None:
+        """Batch latency at ``percentile`` over the last ``window`` reports (what
+        happened), ``None`` before the first."""
+        return self._latencies.quantile(self.params.percentile)
+
+    def slo_met(self) -> bool:
+        """The plan is predicted to meet the target and the observed batch latency at the
+        percentile over the window is within it."""
+        d = self._current()
+        predicted = d.mode == "target" or (
+            d.mode == "start"
+            and d.predicted_latency_s is not None
+            and d.predicted_latency_s <= self.params.target + _EPS
+        )
+        seen = self.observed_latency()
+        return predicted and seen is not None and seen <= self.params.target + _EPS
+
+    def _verdict(self, d: Decision) -> None:
+        """Count reports in a row with the target out of reach; warn once per kind."""
+        out_of_reach = d.mode in ("floor", "overload")
+        self._streak = self._streak + 1 if out_of_reach else 0
+        if self._streak >= CONFIRM and d.mode not in self._warned:
+            self._warned.append(d.mode)
+            log.warning(self.explain(d))
+
+    def explain(self, d: Decision | None = None) -> str:
+        """One line: whether the target is met, and if not the best achievable latency
+        and why."""
+        d = d or self._current()
+        t, pct = self.params.target, self.params.percentile
+        rate = 0.0 if self._rate is None else self._rate
+        head = f"slo: latency target {t:g} s (p{pct:g}) at {rate:,.0f} records/s"
+        if d.mode == "floor":
+            return (
+                f"{head} cannot be met: the best achievable is {d.achievable_latency_s:.2f} s "
+                f"at interval {d.interval_s:g} s, the shortest stable one; the processing "
+                f"floor there is {d.processing_s:.2f} s"
+            )
+        if d.mode == "overload":
+            lo, hi = self._bounds.low, self._bounds.high
+            return (
+                f"{head} cannot be met: processing exceeds the interval at every interval "
+                f"from {lo:g} to {hi:g} s (at most {d.capacity_rps:,.0f} records/s fit); "
+                f"batches are capped at {d.max_records:,} records every {d.interval_s:g} s "
+                f"(batch latency {d.achievable_latency_s:.2f} s) and the backlog grows"
+            )
+        return f"{head}: planned interval {d.interval_s:g} s ({d.mode})"
+
+    # ----------------------------------------------------------------- state
+
+    def metrics_state(self) -> dict[str, Any]:
+        """The verdict and the decision, without the model's memory (see :meth:`state`)."""
+        d, m = self._current(), self.margins()
+        coef = self._fit.coefficients(self.params.blocks)
+        return {
+            "mode": d.mode,
+            "interval": d.interval_s,
+            "max_records": d.max_records,
+            "slo_met": self.slo_met(),
+            "target_s": self.params.target,
+            "achievable_latency_s": d.achievable_latency_s,
+            "predicted_latency_s": d.predicted_latency_s,
+            "observed_latency_s": self.observed_latency(),
+            "rate_rps": self._rate,
+            "backlog_records": round(self._backlog),
+            "queue_delay_s": self._queue_delay,
+            "margin": m.q,
+            "latency_slack_s": m.delta,
+            "coefficients": None if coef is None else list(coef),
+            "warned": list(self._warned),
+            "observed": self._observed,
+        }
+
+    def state(self) -> dict[str, Any]:
+        return {
+            **self.metrics_state(),
+            "backlog": self._backlog,
+            "last_interval": self._last_x,
+            "fit": self._fit.to_json(),
+            "ratios": list(self._ratios.values),
+            "latencies": list(self._latencies.values),
+            "errors": list(self._errors.values),
+            "pending": [[t, v] for t, v in self._pending.items()],
+            "caps": list(self._caps),
+            "streak": self._streak,
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        self._reset()
+        try:
+            self._fit.load(state.get("fit", {}))
+            self._ratios.load(state.get("ratios", []))
+            self._latencies.load(state.get("latencies", []))
+            self._errors.load(state.get("errors", []))
+            self._pending = {float(t): float(v) for t, v in state.get("pending", [])}
+            rate, last_x = state.get("rate_rps"), state.get("last_interval")
+            self._rate = None if rate is None else float(rate)
+            self._last_x = None if last_x is None else float(last_x)
+            self._backlog = float(state.get("backlog", 0.0))
+            self._queue_delay = float(state.get("queue_delay_s", 0.0))
+            self._caps = [int(c) for c in state.get("caps", [])][-CAPS_KEPT:]
+            self._streak = int(state.get("streak", 0))
+            self._warned = [str(w) for w in state.get("warned", [])]
+            self._observed = int(state.get("observed", 0))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            msg = f"slo state is malformed ({exc}): restore only what state() wrote"
+            raise AdabatchError(msg) from None
+
+
+def interval_grid(bounds: IntervalBounds) -> np.ndarray:
+    """The candidate intervals: every multiple of the granularity in the bounds, or at
+    most ``MAX_GRID`` of them spread geometrically when there are more."""
+    g = bounds.granularity
+    first = max(1, math.ceil(bounds.low / g - _EPS))
+    last = max(first, math.floor(bounds.high / g + _EPS))
+    if last - first + 1 <= MAX_GRID:
+        steps = np.arange(first, last + 1, dtype=float)
+    else:
+        steps = np.unique(np.round(np.geomspace(first, last, MAX_GRID)))
+    return np.round(steps * g, 9)
