@@ -204,11 +204,9 @@ def test_run_and_compare_check_the_source_before_spark(command: list[str], tmp_p
     # a live source needs no profile: every input passes, and the spark extra is next
     live = cli(*command, *RUN, "--source", "redis://127.0.0.1:6379/0/ev", cwd=tmp_path)
     assert "pip install 'adabatch[spark]'" in one_line(live)
+    # a landing directory too: compare starts each controller's run at latest
     files = cli(*command, *RUN, "--source", f"files:{tmp_path / 'in'}", cwd=tmp_path)
-    if command[0] == "run":
-        assert "pip install 'adabatch[spark]'" in one_line(files)
-    else:  # one controller after another: each later one would start with a bigger backlog
-        assert "compare runs queries one after another over files:" in one_line(files)
+    assert "pip install 'adabatch[spark]'" in one_line(files)
     assert not (tmp_path / "o").exists()
 
 
@@ -222,8 +220,9 @@ def test_runs_one_after_another_read_only_what_arrives_during_each(tmp_path: Pat
     plain = RunConfig(**{**base.__dict__, "source": "generator", "profile": "constant:1"})
     assert for_sequential_runs(plain, "x") == plain
     files = RunConfig(**{**base.__dict__, "source": f"files:{tmp_path}"})
-    with pytest.raises(AdabatchError, match="x runs queries one after another"):
-        for_sequential_runs(files, "x")
+    assert dict(for_sequential_runs(files, "x").source_options) == {"starting_position": "latest"}
+    own = RunConfig(**{**files.__dict__, "source_options": {"starting_position": "earliest"}})
+    assert for_sequential_runs(own, "x") == own
 
 
 def test_bench_refuses_a_live_source_for_experiments_that_cannot_take_it(tmp_path: Path) -> None:
@@ -236,9 +235,13 @@ def test_bench_refuses_a_live_source_for_experiments_that_cannot_take_it(tmp_pat
     assert "compares 8 rate profiles" in one_line(full)
     bad = cli("bench", "timeline", "--out", "o", "--source", "x", cwd=tmp_path, without_spark=False)
     assert "--source 'x' is not allowed" in one_line(bad)
-    land = ["--source", f"files:{tmp_path / 'in'}"]
-    files = cli("bench", "timeline", "--out", "o", *land, cwd=tmp_path, without_spark=False)
-    assert "experiment timeline runs queries one after another" in one_line(files)
+    # a landing directory is not refused for runs one after another (each starts at
+    # latest): keys is refused for its generator options, as on Redis
+    land = f"files:{tmp_path / 'in'}"
+    keys = ["bench", "keys", "--quick", "--out", "o", "--source", land]
+    err = one_line(cli(*keys, cwd=tmp_path, without_spark=False))
+    assert "experiment keys sets generator options (keys_profile)" in err
+    assert err.rstrip().endswith(f"it runs on the generator only, not on {land}")
     assert not (tmp_path / "o").exists()
 
 

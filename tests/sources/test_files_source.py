@@ -438,3 +438,94 @@ def test_hostile_lines_are_dead_letters_not_crashes(tmp_path):
     assert [r["f"] for r in src.records(0, 3).to_pylist()] == ["ok"]
     dead = (tmp_path / "_dead_letter" / "a.json.rows-0-3.jsonl").read_text().splitlines()
     assert [json.loads(b)["line"] for b in dead] == [1, 3]
+
+
+def test_latest_takes_the_files_already_there_as_read_and_numbers_new_ones_from_zero(tmp_path):
+    clock = Clock(START + 1)
+    land(tmp_path, "a.json", tagged("a", 3), START - 5)
+    before = land(tmp_path, "b.json", tagged("b", 2), START - 4)
+    src = source(tmp_path, clock, starting_position="latest")
+    assert src.available(1.0) == 0
+    state = src.state()
+    assert (state["next"], state["files"]) == (0, [])
+    assert sorted(n for n, _, _ in state["committed"]) == ["a.json", "b.json"]
+    land(tmp_path, "c.json", tagged("c", 2), START + 1.5)
+    clock.t = START + 2
+    assert src.available(2.0) == 2
+    assert rows(src, 0, 2) == [("c", 0, 0.0), ("c", 1, 1.0)]
+    assert src.arrival_time(0) == 1.5
+    clock.t = START + 3
+    assert src.available(3.0) == 2  # a and b are never taken
+    # earliest, the default, reads the same directory from its first file
+    everything = source(tmp_path, Clock(START + 3))
+    assert everything.starting_position == "earliest"
+    assert everything.available(3.0) == 7
+    assert [f for f, _, _ in rows(everything, 0, 7)] == ["a"] * 3 + ["b"] * 2 + ["c"] * 2
+    # a file taken as read is held to the writers' rule like one read
+    with before.open("a") as f:
+        f.write(tagged("b", 1, start=2))
+    clock.t = START + 4
+    with pytest.raises(AdabatchError, match=r"b\.json changed size after it was taken"):
+        src.available(4.0)
+
+
+def test_a_restarted_latest_query_keeps_its_numbering_and_never_takes_the_skipped(tmp_path):
+    clock = Clock(START + 1)
+    land(tmp_path, "a.json", tagged("a", 3), START - 5)
+    first = source(tmp_path, clock, starting_position="latest")
+    unlisted = json.loads(json.dumps(first.state()))  # saved before its first listing
+    assert first.available(1.0) == 0
+    land(tmp_path, "b.json", tagged("b", 2), START + 1.5)
+    clock.t = START + 2
+    assert first.available(2.0) == 2
+    first.commit(1)  # inside b: nothing forgotten
+    saved = json.loads(json.dumps(first.state()))
+    land(tmp_path, "c.json", tagged("c", 1), START + 2.5)
+    again = source(tmp_path, Clock(START + 3), starting_position="latest")
+    again.restore(saved)
+    assert again.available(3.0) == 3
+    assert rows(again, 0, 3) == [("b", 0, 0.0), ("b", 1, 1.0), ("c", 0, 0.0)]
+    assert again.arrival_time(0) == first.arrival_time(0) == 1.5
+    # the same restart as an earliest query: the manifest decides, not the option
+    other = source(tmp_path, Clock(START + 3))
+    other.restore(saved)
+    assert other.available(3.0) == 3
+    # a query that never listed is still new: it skips all there at its first listing
+    fresh = source(tmp_path, Clock(START + 3), starting_position="latest")
+    fresh.restore(unlisted)
+    assert fresh.available(3.0) == 0
+
+
+def test_latest_remembers_skipped_names_only_within_max_file_age(tmp_path):
+    clock = Clock(START + 1)
+    for k in range(3):
+        land(tmp_path, f"old{k}.json", tagged("old", 1), START - 10 * 86_400 - k)
+    land(tmp_path, "recent.json", tagged("recent", 1), START - 1)
+    src = source(tmp_path, clock, starting_position="latest")
+    assert src.available(1.0) == 0
+    assert [n for n, _, _ in src.state()["committed"]] == ["recent.json"]
+    clock.t = START + 2
+    assert src.available(2.0) == 0  # the old ones, forgotten, are still not taken
+    # a skipped file deleted is forgotten; its name may come back as a new file
+    (tmp_path / "recent.json").unlink()
+    clock.t = START + 3
+    assert src.available(3.0) == 0
+    assert src.state()["committed"] == []
+    land(tmp_path, "recent.json", tagged("again", 2), START + 3.5)
+    clock.t = START + 4
+    assert src.available(4.0) == 2
+    assert [f for f, _, _ in rows(src, 0, 2)] == ["again", "again"]
+
+
+def test_starting_position_is_checked_and_reaches_the_source_in_camel_case(tmp_path):
+    with pytest.raises(
+        AdabatchError,
+        match=r"'starting_position' = 'newest' is not allowed: allowed one of earliest, latest",
+    ):
+        FilesSource(str(tmp_path), schema=SCHEMA, starting_position="newest")
+    opts = {"source": "files", "path": str(tmp_path), "schema": SCHEMA}
+    opts["statePath"] = str(tmp_path / "state.json")
+    src = parse_options({**opts, "startingPosition": "latest"}).build_source(START)
+    assert isinstance(src, FilesSource) and src.starting_position == "latest"
+    with pytest.raises(AdabatchError, match=r"'newest'.*allowed one of earliest, latest"):
+        parse_options({**opts, "startingPosition": "newest"}).build_source(START)

@@ -8,10 +8,10 @@ an earlier run is refused unless ``--resume`` (finished configs with the same
 it has our ``bench.json``).
 
 ``source`` (``adabatch bench NAME --source SPEC``) replaces the generator in every run by
-a Redis Stream (``redis://HOST:PORT[/DB]/STREAM``) that a producer fills meanwhile, each
-run reading what arrives during it; an experiment that sets generator options or compares
-several rate profiles (one producer sends one) refuses it, and so does every experiment a
-landing directory (:func:`adabatch.runs.compare.for_sequential_runs`).
+a live source (a Redis Stream or a landing directory) that a producer fills meanwhile, each
+run reading only what arrives during it (``startingPosition=latest``,
+:func:`adabatch.runs.compare.for_sequential_runs`); an experiment that sets generator
+options or compares several rate profiles (one producer sends one) refuses it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from adabatch.errors import AdabatchError, check_name
 from adabatch.metrics import RunSummary, read_jsonl
 from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
 from adabatch.report.progress import ProgressLine
-from adabatch.runs.compare import check_sequential, for_sequential_runs
+from adabatch.runs.compare import for_sequential_runs
 from adabatch.runs.source_spec import GENERATOR, parse_source
 from adabatch.streaming.options import SPARK_DEFAULT
 from adabatch.urls import redact_url
@@ -102,7 +102,6 @@ def check_source(experiment: Experiment, configs: Sequence[Config], source: str)
     spec = parse_source(source)
     if not spec.live:
         return
-    check_sequential(spec, f"experiment {experiment.name}")
     options = sorted({k for c in configs for k in c.source_options})
     if options:
         msg = (

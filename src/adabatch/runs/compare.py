@@ -22,7 +22,6 @@ from matplotlib.figure import Figure
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord, RunSummary
 from adabatch.outputs import OutputDir, open_output, save_figure
-from adabatch.runs.source_spec import SourceSpec
 from adabatch.runs.spark_job import (
     SPARK_CONF,
     Progress,
@@ -99,28 +98,14 @@ class CompareProgress:
 
 def for_sequential_runs(cfg: RunConfig, what: str) -> RunConfig:
     """``cfg`` for one of several runs one after another over the same source (``what``
-    names them): each run of a Redis Stream reads only what arrives during it
-    (``starting_position=latest`` unless given), so every run sees the same kind of load; a
-    landing directory is refused, since the files source takes everything landed before a
-    query starts as its backlog, a bigger one for every later run."""
+    names them): each run of a live source (a Redis Stream, a landing directory) reads only
+    what arrives during it (``starting_position=latest`` unless given), so every run sees
+    the same kind of load, not the entries or files left by the runs before it."""
     spec = cfg.source_spec
-    check_sequential(spec, what)
     given = {str(k).replace("_", "").lower() for k in cfg.source_options}
-    if spec.name != "redis" or "startingposition" in given:
+    if not spec.live or "startingposition" in given:
         return cfg
     return replace(cfg, source_options={**cfg.source_options, "starting_position": "latest"})
-
-
-def check_sequential(spec: SourceSpec, what: str) -> None:
-    """Refuse a landing directory for runs one after another (see
-    :func:`for_sequential_runs`)."""
-    if spec.name == "files":
-        msg = (
-            f"{what} runs queries one after another over {spec.shown}, and each new query "
-            "reads every file landed before it as a backlog: read a Redis Stream "
-            "(redis://HOST:PORT[/DB]/STREAM) or the generator instead"
-        )
-        raise AdabatchError(msg)
 
 
 def split_params(

@@ -18,6 +18,14 @@ or the latest time already answered, this listing]: what :meth:`FilesSource.avai
 said about any past time stays true. Files already there at the first listing keep their
 mtimes (negative stream times are fine).
 
+``starting_position`` (``startingPosition``; Kafka's ``startingOffsets``): ``earliest``, the
+default, takes the files present at a new query's first listing as its backlog; ``latest``
+takes them as read and committed: they get no offsets, are never read (a schema is still
+inferred from the oldest), and files landing afterwards are numbered from offset 0. Like
+committed files they are not taken again while there, their names stay in the manifest
+under the ``max_file_age`` rule below, and one that changes size is an error. It acts only
+on a query that has never listed: a restored manifest continues as it stood.
+
 ``max_files_per_trigger`` (Spark's name) bounds how many files enter the manifest per
 listing, so a big backlog enters over several listings (a batch holds what arrived by its
 cut: at most ``max_files_per_trigger`` files per listing in its interval). It bounds how
@@ -25,13 +33,13 @@ fast a backlog is taken in, not one batch's rows: for that, use ``maxRowsPerTrig
 
 **Manifest** (:meth:`FilesSource.state`, saved in the state file): the files not yet
 committed, each ``[name, size, mtime_ns, arrival_us, first_offset, rows(, line index)]``,
-and the names committed whose files are still there, with mtimes within ``max_file_age``
-(default 7 days, Spark's ``maxFileAge``) of the newest committed one: at high file rates
-with files kept after reading, lower ``max_file_age`` to keep the state file small. A file
-older than that which appears later cannot be told from one read and forgotten: it is an
-error; only after a restart are such files, present at the first listing, taken as read
-(Spark's maxFileAge ignores every such file). Polls that find nothing leave the
-manifest's size unchanged; :meth:`FilesSource.commit` shrinks it.
+and the names committed (or taken as read) whose files are still there, with mtimes within
+``max_file_age`` (default 7 days, Spark's ``maxFileAge``) of the newest committed one: at
+high file rates with files kept after reading, lower ``max_file_age`` to keep the state
+file small. A file older than that which appears later cannot be told from one read and
+forgotten: it is an error; only after a restart are such files, present at the first
+listing, taken as read (Spark's maxFileAge ignores every such file). Polls that find
+nothing leave the manifest's size unchanged; :meth:`FilesSource.commit` shrinks it.
 
 **Schema**: option ``schema`` (Spark DDL; types and casts as :mod:`.ddl` says), or inferred
 from the oldest file at each start (:mod:`.files_schema`); give it for a query that restarts
@@ -71,6 +79,7 @@ LIST_COST_FACTOR = 10  # and spend at most a tenth of the time listing
 MANIFEST_VERSION = 1
 DEAD_LETTER_DIR = "_dead_letter"
 MAX_INFER_FILES = 100  # files tried, oldest first, to infer a schema from
+STARTING_POSITIONS = ("earliest", "latest")
 
 
 @dataclass(slots=True)
@@ -131,6 +140,14 @@ class FilesSource(RecordSource):
             optional=True,
         ),
         Param(
+            "starting_position",
+            "earliest",
+            "a new query reads the files already there (earliest) or only those landing "
+            "after its first listing (latest)",
+            kind=str,
+            choices=STARTING_POSITIONS,
+        ),
+        Param(
             "max_file_age",
             "7d",
             "committed names are remembered this long behind the newest (Spark's maxFileAge)",
@@ -155,6 +172,7 @@ class FilesSource(RecordSource):
         schema: str | None = None,
         header: bool = True,
         max_files_per_trigger: int | None = None,
+        starting_position: str = "earliest",
         max_file_age: str = "7d",
         dead_letter_path: str | None = None,
         start_time: float = 0.0,
@@ -167,6 +185,7 @@ class FilesSource(RecordSource):
                 "schema": schema,
                 "header": header,
                 "max_files_per_trigger": max_files_per_trigger,
+                "starting_position": starting_position,
                 "max_file_age": max_file_age,
                 "dead_letter_path": dead_letter_path,
             }
@@ -178,6 +197,7 @@ class FilesSource(RecordSource):
         self.format: str = checked["format"]  # type: ignore[assignment]
         self.header: bool = checked["header"]  # type: ignore[assignment]
         self.max_files: int | None = checked["max_files_per_trigger"]  # type: ignore[assignment]
+        self.starting_position: str = checked["starting_position"]  # type: ignore[assignment]
         self.max_age_ns = round(parse_duration(str(checked["max_file_age"])) * 1e9)
         dead = checked["dead_letter_path"]
         self.dead_letter = os.path.abspath(str(dead) if dead else self.path + "/" + DEAD_LETTER_DIR)
@@ -316,7 +336,10 @@ class FilesSource(RecordSource):
         """List the directory and append its new files to the manifest."""
         began = time.perf_counter()
         wall_us = round(self.clock() * 1e6)
-        new = self._new_files(self._list())
+        listing = self._list()
+        if self._disc_us is None and self.starting_position == "latest":
+            self._take_as_read(listing)
+        new = self._new_files(listing)
         if self.max_files is not None:
             new = new[: self.max_files]
         counted = []
@@ -341,6 +364,26 @@ class FilesSource(RecordSource):
         self._list_gap = max(MIN_LIST_GAP_S, LIST_COST_FACTOR * (time.perf_counter() - began))
         if counted:
             self._rebuild()
+
+    def _take_as_read(self, listing: list[tuple[str, int, int]]) -> None:
+        """``latest``: the files of a new query's first listing join the committed names,
+        as if read and committed, so they are never numbered."""
+        for name, size, mtime in listing:
+            self._committed[name] = (mtime, size)
+        if listing:
+            self._remember_committed(max(mtime for _, _, mtime in listing))
+
+    def _remember_committed(self, newest: int) -> None:
+        """Raise the newest committed mtime to ``newest`` and forget the committed names
+        more than ``max_file_age`` older (present ones are then taken as read)."""
+        if self._newest_committed_ns is not None:
+            newest = max(newest, self._newest_committed_ns)
+        self._newest_committed_ns = newest
+        threshold = newest - self.max_age_ns
+        for name, (mtime, _) in list(self._committed.items()):
+            if mtime < threshold:
+                del self._committed[name]
+                self._old_ok.add(name)
 
     def _rebuild(self) -> None:
         self._firsts = [e.first for e in self._entries]
@@ -432,15 +475,7 @@ class FilesSource(RecordSource):
         self._base_arrival_us = dropped[-1].arrival_us
         for e in dropped:
             self._committed[e.name] = (e.mtime_ns, e.size)
-        newest = max(e.mtime_ns for e in dropped)
-        if self._newest_committed_ns is not None:
-            newest = max(newest, self._newest_committed_ns)
-        self._newest_committed_ns = newest
-        threshold = newest - self.max_age_ns
-        for name, (mtime, _) in list(self._committed.items()):
-            if mtime < threshold:
-                del self._committed[name]
-                self._old_ok.add(name)
+        self._remember_committed(max(e.mtime_ns for e in dropped))
         self._rebuild()
 
     def state(self) -> dict[str, Any]:
