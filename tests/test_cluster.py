@@ -1,11 +1,13 @@
 """``adabatch cluster``: a real Spark standalone master and workers on loopback, a real
-``adabatch run`` against them (whose cost must say "not measured", not the driver's
+``adabatch run`` against them over files another process landed (exactly once: the
+database's totals equal what landed; its cost must say "not measured", not the driver's
 share), and what ``down`` leaves behind (nothing it made)."""
 
 from __future__ import annotations
 
 import json
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ import pytest
 from adabatch import cluster
 from adabatch.cli import main
 from adabatch.errors import AdabatchError
+from adabatch.runs.produce import landed_totals
 
 RUN_TIMEOUT_S = 300  # a loaded CI machine; the run itself is 15 s of stream time
 
@@ -51,6 +54,14 @@ def test_a_run_on_a_standalone_cluster_reports_the_cpu_as_not_measured(tmp_path,
     home = tmp_path / "cluster"
     argv = ["cluster", "up", "--port", str(port), "--webui-port", str(webui), "--dir", str(home)]
     took: dict[str, float] = {}
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    produce = [sys.executable, "-m", "adabatch.cli", "produce", "--to", f"files:{landing}"]
+    producer = subprocess.Popen(
+        [*produce, "--profile", "constant:1000", "--duration", "6s", "--file-every", "1s"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # lands its files while the cluster starts
     started = time.monotonic()
     try:
         assert main([*argv, "--workers", "2"]) == 0
@@ -67,16 +78,22 @@ def test_a_run_on_a_standalone_cluster_reports_the_cpu_as_not_measured(tmp_path,
         daemons = [(d["pid"], d["started"]) for d in found["state"]["daemons"]]
         assert len(daemons) == 3
         out = tmp_path / "run"
+        assert producer.wait(120) == 0, producer.stderr.read()
         started = time.monotonic()
         run = cli(
             "run", "--master", master, "--workload", "reduce", "--controller", "fixed-point",
-            "--profile", "constant:1000", "--duration", "15s", "--out", out,
+            "--source", f"files:{landing}", "--duration", "15s", "--out", out,
             timeout=RUN_TIMEOUT_S,
         )  # fmt: skip
         took["run"] = time.monotonic() - started
         assert run.returncode == 0, run.stderr[-2000:]
         summary = json.loads((out / "summary.json").read_text())
-        assert summary["batches"] >= 3 and summary["records"] >= 1000
+        assert summary["batches"] >= 1 and summary["records"] >= 6000
+        # executors in other JVMs read the files: every landed record counted once
+        with sqlite3.connect(out / "results.sqlite") as con:
+            rows = con.execute("SELECT key, records, value_sum FROM adabatch_reduce_totals")
+            totals = {int(k): (int(n), float(v)) for k, n, v in rows.fetchall()}
+        assert totals == landed_totals(f"files:{landing}")
         assert summary["master"] == master
         assert summary["cpu_s"] is None
         assert summary["cpu_s_per_million_records"] is None
@@ -94,6 +111,8 @@ def test_a_run_on_a_standalone_cluster_reports_the_cpu_as_not_measured(tmp_path,
         assert info is not None and len(info["completedapps"]) == 1
         assert info["completedapps"][0]["cores"] >= 1
     finally:
+        if producer.poll() is None:
+            producer.kill()
         started = time.monotonic()
         assert main(["cluster", "down", "--dir", str(home)]) == 0
         took["down"] = time.monotonic() - started

@@ -18,6 +18,15 @@ PATH_OPTIONS = frozenset({"path", "dead_letter_path", "deadLetterPath"})
 """Source options that name a file or directory (made absolute)."""
 
 
+def _absolute_paths(options: Mapping[str, Any]) -> dict[str, str]:
+    """``options`` as strings, paths made absolute as the caller means them (Spark's Python
+    workers do not share its working directory)."""
+    return {
+        k: str(Path(v).expanduser().resolve()) if k in PATH_OPTIONS else str(v)
+        for k, v in options.items()
+    }
+
+
 def absolute_trace(profile: str) -> str:
     """``trace:PATH`` with ``PATH`` made absolute: Spark's Python workers, which parse the
     profile again, do not share the caller's working directory."""
@@ -94,13 +103,7 @@ def read_stream(
         "mode": mode,
     }
     options.update({PARAM_PREFIX + k: str(v) for k, v in (params or {}).items()})
-    # paths as the caller means them: Spark's Python workers do not share its directory
-    options.update(
-        {
-            k: str(Path(v).expanduser().resolve()) if k in PATH_OPTIONS else str(v)
-            for k, v in source_options.items()
-        }
-    )
+    options.update(_absolute_paths(source_options))
     named = {
         "metricsPath": None if metrics_path is None else Path(metrics_path).resolve(),
         "statePath": None if state_path is None else Path(state_path).resolve(),
