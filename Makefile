@@ -25,8 +25,10 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# the tests without Spark on two workers, then the Spark ones (each run is two cores) alone
 test: lint
-	$(BIN)/python -m pytest -m "not slow" -q --durations=25
+	$(BIN)/python -m pytest -m "not slow and not spark" -n 2 -q --durations=10
+	$(BIN)/python -m pytest -m "not slow and spark" -q --durations=25
 
 # no Spark, no services, no fuzz suite: the fast loop while editing
 test-unit: setup

@@ -14,7 +14,8 @@ from adabatch.metrics import REQUIRED_SUMMARY_FIELDS, read_jsonl
 from adabatch.runs.simulated import make_scenario
 
 
-def test_simulate_writes_metrics_summary_and_timeline(tmp_path, capsys):
+def test_simulate_writes_metrics_summary_and_timeline(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")  # no wrapping of the long paths it prints
     out = tmp_path / "run"
     code = main(
         [
