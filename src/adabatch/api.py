@@ -18,6 +18,23 @@ PATH_OPTIONS = frozenset({"path", "dead_letter_path", "deadLetterPath"})
 """Source options that name a file or directory (made absolute)."""
 
 
+def _with_cores(spark: SparkSession, controller: str, params: Mapping[str, Any]) -> dict:
+    """``params`` with ``cores`` set to Spark's default parallelism when the controller has
+    that parameter and the caller did not give it (isotonic bounds its blocks by it)."""
+    from adabatch.control import registry
+
+    out = dict(params)
+    if "cores" in out or controller not in registry.names():
+        return out
+    if "cores" not in {p.name for p in registry.controller_class(controller).PARAMS}:
+        return out
+    try:
+        out["cores"] = int(spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect has no SparkContext: leave it unset
+        return dict(params)
+    return out
+
+
 def _absolute_paths(options: Mapping[str, Any]) -> dict[str, str]:
     """``options`` as strings, paths made absolute as the caller means them (Spark's Python
     workers do not share its working directory)."""
@@ -70,7 +87,7 @@ def read_stream(
         Record source name (``generator``) and its rate profile (``"constant:2000"``).
     controller, params
         A controller from ``adabatch controllers`` and its parameters (``{"rho": 0.7}``),
-        or ``"spark-default"`` to hand Spark everything that has arrived at every poll.
+        or ``"spark-default"``; ``cores`` (isotonic) defaults to Spark's parallelism.
     metrics_path, state_path
         ``metrics.jsonl`` to append one :class:`~adabatch.metrics.BatchRecord` per batch
         to; JSON file for the controller state and cut schedule (next to the checkpoint).
@@ -102,7 +119,8 @@ def read_stream(
         "queue": queue,
         "mode": mode,
     }
-    options.update({PARAM_PREFIX + k: str(v) for k, v in (params or {}).items()})
+    params = _with_cores(spark, controller, params or {})
+    options.update({PARAM_PREFIX + k: str(v) for k, v in params.items()})
     options.update(_absolute_paths(source_options))
     named = {
         "metricsPath": None if metrics_path is None else Path(metrics_path).resolve(),

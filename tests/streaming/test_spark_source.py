@@ -188,3 +188,13 @@ def test_restart_replays_the_same_records(spark, tmp_path):
         o for i in sorted(again.batches) for o in again.batches[i]["offsets"]
     ]
     assert offsets == list(range(len(offsets)))
+
+
+def test_a_controller_with_cores_gets_sparks_parallelism_unless_given(spark):
+    from adabatch.api import _with_cores
+
+    cores = spark.sparkContext.defaultParallelism
+    assert _with_cores(spark, "isotonic", {"c": "0.05"}) == {"c": "0.05", "cores": cores}
+    assert _with_cores(spark, "isotonic", {"cores": "1"}) == {"cores": "1"}
+    assert _with_cores(spark, "fixed-point", {}) == {}  # no such parameter
+    assert _with_cores(spark, "spark-default", {}) == {}
