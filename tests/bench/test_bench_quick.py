@@ -1,7 +1,10 @@
 """Every ``--quick`` bench experiment on real Spark: it runs, writes its files, and its
 headline direction holds. The full versions are ``slow``.
 
-CI runs six of them on Spark (about 12 minutes on local[2]). Four long ones whose configs,
+CI runs six of them on Spark (about 12 minutes on local[2]). ``overhead`` (two minutes,
+reads a Redis Stream too, so also ``services``) is ``slow`` here: tests/bench/test_overhead.py,
+which runs its producers and exactly-once check on real files and Redis, is its CI smoke.
+Four long ones whose configs,
 follow-ups and analysis tests/bench/test_g2_analysis.py also drives on simulated outcomes
 (calibrate, dybbs, pid, params: 13 of the 25 minutes all ten take) are ``slow`` here; that
 test is their CI smoke. ``make test-all`` or ``adabatch bench all --quick`` runs them.
@@ -95,16 +98,17 @@ def run_quick(name: str, spark, root: Path) -> tuple[model.ExperimentResult, lis
 
 # long on Spark, with a simulated smoke in CI (seconds on local[2]: 235, 211, 177, 161)
 LONG_ON_SPARK = frozenset({"calibrate", "dybbs", "pid", "params"})
+NEEDS_SERVICES = frozenset({"overhead"})  # its live runs read a Redis Stream
+
+
+def quick_param(name: str) -> object:
+    marks = [pytest.mark.slow] if name in LONG_ON_SPARK | NEEDS_SERVICES else []
+    marks += [pytest.mark.services] if name in NEEDS_SERVICES else []
+    return pytest.param(name, marks=marks)
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.slow) if n in LONG_ON_SPARK else n
-        for n in registry.names()
-    ],
-)
+@pytest.mark.parametrize("name", [quick_param(n) for n in registry.names()])
 def test_quick_experiment_holds_its_headline(name: str, spark, tmp_path: Path, capsys) -> None:
     result, failures = run_quick(name, spark, tmp_path)
     heads = [v for v in result.analysis.verdicts if v.headline]
@@ -116,7 +120,7 @@ def test_quick_experiment_holds_its_headline(name: str, spark, tmp_path: Path, c
 
 @pytest.mark.slow
 @pytest.mark.timeout(7200)
-@pytest.mark.parametrize("name", registry.names())
+@pytest.mark.parametrize("name", [quick_param(n) for n in registry.names()])
 def test_full_experiment_runs(name: str, spark, tmp_path: Path) -> None:
     exp = registry.get_experiment(name)
     settings = model.Settings(tmp_path, quick=False, seed=0, master="local[2]")

@@ -85,6 +85,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord, RunSummary
+from adabatch.runs.source_spec import GENERATOR, parse_source
 from adabatch.streaming.options import SPARK_DEFAULT
 
 if TYPE_CHECKING:
@@ -101,7 +102,9 @@ class Config:
 
     ``name`` is the run's directory and table label (lower case, digits, ``.``, ``_``,
     ``-``). ``group`` is the table/oracle group. ``labels`` are extra table columns (e.g.
-    ``{"rate": "sine"}``).
+    ``{"rate": "sine"}``). ``source`` is where the run reads (``generator``, ``files:DIR``,
+    ``redis://HOST:PORT[/DB]/STREAM``): a live source of its own needs the experiment to
+    fill it meanwhile (a producer started by its :meth:`Experiment.hook`).
     """
 
     name: str
@@ -118,6 +121,7 @@ class Config:
     per_key_commit: bool = False
     group: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
+    source: str = GENERATOR
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name) or self.name in ("summaries.csv", "section.md"):
@@ -129,6 +133,12 @@ class Config:
         if not (self.duration_s > 0 and math.isfinite(self.duration_s)):
             msg = f"config {self.name!r}: duration_s = {self.duration_s!r} must be > 0"
             raise AdabatchError(msg)
+        parse_source(self.source, f"config {self.name!r}: source")
+
+    @property
+    def live(self) -> bool:
+        """Whether the config reads a live source of its own (files, Redis)."""
+        return parse_source(self.source).live
 
     @property
     def role(self) -> str:
@@ -158,14 +168,22 @@ class Config:
             queue=self.queue,
             source_options=dict(self.source_options),
             per_key_commit=self.per_key_commit,
+            source=self.source,
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as ``config.json`` records it: ``source`` only when live (password
+        redacted), so a generator run's record is what it was before configs had one."""
         out = dataclasses.asdict(self)
         out["params"] = dict(self.params)
         out["source_options"] = dict(self.source_options)
         out["labels"] = dict(self.labels)
         out["role"] = self.role
+        spec = parse_source(self.source)
+        if spec.live:
+            out["source"] = spec.shown
+        else:
+            del out["source"]
         return out
 
 

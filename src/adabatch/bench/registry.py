@@ -1,5 +1,5 @@
 """The experiments of ``adabatch bench``, by name, in the order they run and
-``docs/results.md`` lists them (Experiment 1 to 10 of the module docstrings)."""
+``docs/results.md`` lists them (Experiment 1 to 11 of the module docstrings)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ _MODULES = (
     ("params", "params"),
     ("pid", "pid"),
     ("calibrate", "calibrate"),
+    ("overhead", "overhead"),
 )
 
 EXPERIMENTS: Registry[Experiment] = Registry(
@@ -27,7 +28,7 @@ EXPERIMENTS: Registry[Experiment] = Registry(
 
 
 def names() -> list[str]:
-    """Every registered experiment name, in order (Experiment 1 to 10)."""
+    """Every registered experiment name, in order (Experiment 1 to 11)."""
     return EXPERIMENTS.names()
 
 

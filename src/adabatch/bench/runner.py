@@ -11,7 +11,10 @@ it has our ``bench.json``).
 a live source (a Redis Stream or a landing directory) that a producer fills meanwhile, each
 run reading only what arrives during it (``startingPosition=latest``,
 :func:`adabatch.runs.compare.for_sequential_runs`); an experiment that sets generator
-options or compares several rate profiles (one producer sends one) refuses it.
+options or compares several rate profiles (one producer sends one) refuses it. A config
+with a live source of its own (``Config.source``, filled by the experiment's hook) reads
+that source; an experiment with such configs refuses a live ``--source``, which would take
+its generator runs, the references it compares with, away.
 """
 
 from __future__ import annotations
@@ -102,6 +105,14 @@ def check_source(experiment: Experiment, configs: Sequence[Config], source: str)
     spec = parse_source(source)
     if not spec.live:
         return
+    own = [c.name for c in configs if c.live]
+    if own:
+        msg = (
+            f"experiment {experiment.name} chooses the source of each run itself "
+            f"({', '.join(own[:3])}{', ...' if len(own) > 3 else ''} read live sources it "
+            f"fills, the others the generator): run it without --source, not on {spec.shown}"
+        )
+        raise AdabatchError(msg)
     options = sorted({k for c in configs for k in c.source_options})
     if options:
         msg = (
@@ -120,9 +131,10 @@ def check_source(experiment: Experiment, configs: Sequence[Config], source: str)
 
 
 def _run_config(config: Config, run_dir: Path, settings: Settings, source: str) -> RunConfig:
-    """``config``'s run into ``run_dir``, reading ``source``."""
+    """``config``'s run into ``run_dir``, reading ``source``; a config with a live source
+    of its own reads that one, from its earliest record (the experiment fills a fresh one)."""
     cfg = config.run_config(run_dir, seed=settings.seed, master=settings.master)
-    if source == GENERATOR:
+    if source == GENERATOR or config.live:
         return cfg
     return for_sequential_runs(dataclasses.replace(cfg, source=source), "bench")
 
@@ -131,7 +143,7 @@ def _config_dict(config: Config, source: str) -> dict[str, Any]:
     """``config.json`` of a run: the config, and the source when it is not the generator
     (password redacted), so ``--resume`` never reuses a run of another source."""
     out = config.to_dict()
-    if source != GENERATOR:
+    if source != GENERATOR and not config.live:
         out["source"] = parse_source(source).shown
     return out
 
@@ -284,6 +296,7 @@ def _warm_up(
         trigger="default",
         duration_s=duration_s,
         skip_s=0.0,
+        source=GENERATOR,  # nobody fills a config's own live source before its run
     )
     result = run_spark(_run_config(config, run_dir, settings, source), spark=spark)
     if result.interrupted:
