@@ -47,7 +47,7 @@ DEFAULT_MAX_TRIGGER_DELAY = "15m"
 MAX_DURATION_S = 86_400.0
 
 READER_OPTIONS: dict[str, str] = {
-    "source": "record source (generator)",
+    "source": "record source: generator, files (a landing directory) or redis (a stream)",
     "controller": f"controller name, or {SPARK_DEFAULT!r} (Spark's trigger decides)",
     "mode": "control (the controller cuts the batches) or advise (Spark's trigger decides; "
     "the controller observes and writes its recommended interval and blocks to the metrics)",
