@@ -277,20 +277,6 @@ class LiveProducer:
         write_atomic(self.run_dir / PRODUCER_FILE, text.encode("utf-8"))
 
 
-def fresh(spec: SourceSpec, run_dir: Path) -> None:
-    """An empty landing directory of our own, or no stream under the run's key."""
-    if spec.name == "redis":
-        client = redis_client(spec)
-        try:
-            client.delete(spec.option("stream"))
-        finally:
-            client.close()
-        return
-    landing = Path(spec.option("path"))
-    remove_tree(landing, inside=run_dir, what="landing directory")
-    mark_dir(landing, what="landing directory")
-
-
 def discard(spec: SourceSpec, run_dir: Path) -> None:
     """Delete what landed (checked already; see the module docstring)."""
     if spec.name == "redis":
@@ -301,6 +287,13 @@ def discard(spec: SourceSpec, run_dir: Path) -> None:
             client.close()
     else:
         remove_tree(Path(spec.option("path")), inside=run_dir, what="landing directory")
+
+
+def fresh(spec: SourceSpec, run_dir: Path) -> None:
+    """An empty landing directory of our own, or no stream under the run's key."""
+    discard(spec, run_dir)
+    if spec.name != "redis":
+        mark_dir(Path(spec.option("path")), what="landing directory")
 
 
 def read_producer(outcome: Outcome) -> dict[str, Any]:
