@@ -21,7 +21,7 @@ puts p(t*x1) = x1*t at t = (1 + sqrt(1 - 4u(0.7 - u))) / 2u > 2.45), so the crit
 "static at 2x the converged interval diverges" cannot hold on a two-stream join; the test
 shows the divergence at 14 s instead.
 The host's speed drifts by up to 2x within minutes: the same 147,000-record batch took
-22-25 s in one test run and 10 s in the next (CI). When the static batches
+22-25 s in one test run, 10 s in the next and 46.5 s in a third (all CI). When the static batches
 finish under 1.1x their interval the test runs the pair again at a rate scaled for 1.35x
 (p/x grows as rate**1.75 at a fixed interval), with a warning.
 
@@ -115,7 +115,7 @@ def join_pair(spark, out, rate: float):
     results = {}
     for name, params, duration in (
         ("fixed-point", {}, 40.0),
-        # three batches of 20-30 s: the queue must be seen growing
+        # two or three batches of 20-45 s: the queue must be seen growing
         ("static", {"interval": STATIC_JOIN_S}, 80.0),
     ):
         cfg = RunConfig(
@@ -147,7 +147,9 @@ def test_join_fixed_point_stable_where_a_long_static_interval_diverges(spark, tm
     assert adaptive.summary.stable
     converged = float(np.median([r.interval_s for r in adaptive.records if r.cut_at >= SETTLE_S]))
     assert 2 * converged < STATIC_JOIN_S
-    # superlinear: a batch of 14 s takes longer than 14 s although one of ~1 s takes less
-    assert len(static.records) >= 3
+    # superlinear: a batch of 14 s takes longer than 14 s although one of ~1 s takes less;
+    # on a slow stretch only two of them finish in the run (46 s each in one CI run)
+    assert len(static.records) >= 2
     assert all(r.processing_s > r.interval_s for r in static.records)
+    assert static.records[-1].queue_delay_s > static.records[0].queue_delay_s
     assert static.summary.stable is False
