@@ -2,12 +2,13 @@
 measured: 10-minute profiles, several seeds, the learning phase reported apart.
 
 Every controller starts where the paper's did: isotonic at the 100 ms block interval (with
-block sizing, without it, and told the cores), fixed-point with one block per core (2) and
-with the paper's 100 ms block interval. Two cost models: the default Reduce and Join
-models (their per-block costs are the local[2] fits) and the whole local[2] fits
-(``adabatch.sim.workloads.LOCAL2_FITS``). Prints one Markdown table per model: mean batch
-latency x + q + p after the learning phase (mean over seeds, and the worst seed), during
-it, the mean blocks after it, and how many seeds stayed stable.
+block sizing, told the model's cores as read_stream tells it Spark's; and without it),
+fixed-point with one block per core (2) and with the paper's 100 ms block interval. Two
+cost models: the default Reduce and Join models (their per-block costs are the local[2]
+fits) and the whole local[2] fits (``adabatch.sim.workloads.LOCAL2_FITS``). Prints one
+Markdown table per model: mean batch latency x + q + p after the learning phase (mean over
+seeds, and the worst seed), during it, the mean blocks after it, and how many seeds stayed
+stable.
 
     .venv/bin/python benchmarks/dybbs_sim.py --seeds 0 1 2 3 4   # ~1-2 min on one core
     .venv/bin/python benchmarks/dybbs_sim.py --seeds 0 1 --models default --workload join
@@ -47,8 +48,8 @@ CONTROLLERS: dict[str, tuple[str, dict[str, Any]]] = {
     "fixed-point k=2": ("fixed-point", {}),
     "fixed-point 100 ms blocks": ("fixed-point", {"block_interval": 0.1}),
     "isotonic fixed 100 ms blocks": ("isotonic", {"block_interval": 0.1, "block_sizing": False}),
+    # the simulator tells isotonic the model's cores (2), as read_stream tells it Spark's
     "isotonic from 100 ms": ("isotonic", {"block_interval": 0.1}),
-    "isotonic from 100 ms, cores=2": ("isotonic", {"block_interval": 0.1, "cores": 2}),
 }
 MODELS = {"default": {}, "local2": None}  # None: the workload's whole local[2] fit
 

@@ -23,16 +23,13 @@ def _with_cores(spark: SparkSession, controller: str, params: Mapping[str, Any])
     that parameter and the caller did not give it (isotonic bounds its blocks by it)."""
     from adabatch.control import registry
 
-    out = dict(params)
-    if "cores" in out or controller not in registry.names():
-        return out
-    if "cores" not in {p.name for p in registry.controller_class(controller).PARAMS}:
-        return out
-    try:
-        out["cores"] = int(spark.sparkContext.defaultParallelism)
-    except Exception:  # Spark Connect has no SparkContext: leave it unset
-        return dict(params)
-    return out
+    def parallelism() -> int | None:
+        try:
+            return int(spark.sparkContext.defaultParallelism)
+        except Exception:  # Spark Connect has no SparkContext: leave it unset
+            return None
+
+    return registry.with_cores(controller, params, parallelism)
 
 
 def _absolute_paths(options: Mapping[str, Any]) -> dict[str, str]:

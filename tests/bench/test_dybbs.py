@@ -1,5 +1,5 @@
-"""``dybbs`` (DyBBS Fig. 5): rate levels, the time-weighted per-level latency, OPT's
-composite, and the simulator's choice of static pairs."""
+"""``dybbs`` (DyBBS Fig. 5): rate levels, the time-weighted per-level latency scored apart
+in the learning phase and after it, and the like-for-like configurations."""
 
 from __future__ import annotations
 
@@ -10,16 +10,10 @@ from pathlib import Path
 import pytest
 
 from adabatch.bench.experiments import dybbs
-from adabatch.bench.experiments.dybbs import (
-    SCENARIOS,
-    StaticChoice,
-    best_pair,
-    level_shares,
-    time_weighted,
-)
-from adabatch.bench.model import Settings
+from adabatch.bench.experiments.dybbs import SCENARIOS, Phase, level_shares, time_weighted
+from adabatch.bench.model import Config, Outcome, Settings
+from adabatch.metrics import BatchRecord, summarize
 from adabatch.profiles import parse_profile
-from adabatch.sim.workloads import make_workload
 
 
 def test_levels_and_their_shares_of_time() -> None:
@@ -27,10 +21,11 @@ def test_levels_and_their_shares_of_time() -> None:
     assert sine.level_of(60_000) == 0 and sine.level_of(300_000) == 2
     assert markov.levels == (60_000, 180_000, 300_000)
     for s in (sine, markov):
-        shares = level_shares(s, parse_profile(s.profile), 45.0)
+        shares = level_shares(s, parse_profile(s.profile), 5.0, 45.0)
         assert sum(shares.values()) == pytest.approx(1.0)
-    shares = level_shares(sine, parse_profile(sine.profile), 35.0)
-    assert set(shares) == {0, 1, 2}
+    assert set(level_shares(sine, parse_profile(sine.profile), 5.0, 35.0)) == {0, 1, 2}
+    # the trough of the sine only: 60,000/s at t = 22.5 s of a 30 s period from the middle
+    assert set(level_shares(sine, parse_profile(sine.profile), 21.0, 24.0)) == {0}
 
 
 def test_time_weighting_and_a_missing_level() -> None:
@@ -39,38 +34,50 @@ def test_time_weighting_and_a_missing_level() -> None:
     assert math.isnan(time_weighted({0: 2.0}, shares))
 
 
-def test_best_pair_is_the_lowest_stable_latency(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dybbs, "INTERVALS", (0.1, 0.5, 1.0, 4.0))
-    monkeypatch.setattr(dybbs, "BLOCKS", (1, 2))
-    monkeypatch.setattr(dybbs, "SIM_SEEDS", (0,))
-    model = make_workload("reduce", {"sigma": 0.0})
-    x, k = best_pair(model, parse_profile("constant:100000"), 40.0)
-    # 0.1 s is below the overhead (unstable); 4 s is stable but slow
-    assert (x, k) in {(0.5, 2), (1.0, 2)}
-    latency = {
-        pair: dybbs._sim_latency(model, parse_profile("constant:100000"), 40.0, *pair)
-        for pair in ((0.5, 2), (1.0, 2), (4.0, 2))
-    }
-    assert latency[(x, k)][0] == min(v[0] for v in latency.values() if v[1])
+def batch(cut_at: float, interval: float, processing: float) -> BatchRecord:
+    """A batch cut at ``cut_at``, started at once: latency = interval + processing."""
+    return BatchRecord(
+        batch_id=int(cut_at * 10),
+        interval_s=interval,
+        blocks=2,
+        records=1000,
+        processing_s=processing,
+        queue_delay_s=0.0,
+        cut_at=cut_at,
+        started_at=cut_at,
+        finished_at=cut_at + processing,
+        latency_s=interval + processing,
+        record_latency_s=interval / 2 + processing,
+        rate_rps=1000 / interval,
+    )
 
 
-def test_static_pairs_are_deduplicated_and_capped() -> None:
-    c = StaticChoice((1.0, 2), ((0.5, 2), (1.0, 2), (2.0, 4)), "test")
-    assert c.pairs() == [(1.0, 2), (0.5, 2), (2.0, 4)]
-    c = StaticChoice((1.0, 2), ((0.5, 1), (0.75, 2), (2.0, 4)), "test")
-    assert len(c.pairs()) == dybbs.MAX_STATIC and c.pairs()[0] == (1.0, 2)
+def test_a_phase_scores_only_the_batches_cut_in_it() -> None:
+    """Latency 3 s before t = 20 s, 1 s after: the two phases see 3 and 1."""
+    s = dybbs.Scenario6("flat", "reduce", "constant:1000", (1000.0,))
+    records = [batch(t, 1.0, 2.0) for t in range(1, 20)] + [
+        batch(t, 0.5, 0.5) for t in range(20, 40)
+    ]
+    config = Config("flat-isotonic", workload="reduce", controller="isotonic", profile=s.profile,
+                    duration_s=40.0)  # fmt: skip
+    summary = summarize(
+        records, controller="isotonic", workload="reduce", profile=s.profile, duration_s=40.0
+    )
+    outcome = Outcome(config, summary, tuple(records), Path("."))
+    profile = parse_profile(s.profile)
+    assert Phase("learning", 0.0, 20.0).score(outcome, s, profile) == pytest.approx(3.0)
+    assert Phase("after", 20.0, 40.0).score(outcome, s, profile) == pytest.approx(1.0)
+    assert math.isnan(Phase("later", 40.0, 60.0).score(outcome, s, profile))
 
 
-def test_full_runs_compare_like_for_like_baselines(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """FPI at 2 blocks and at the paper's 100 ms; isotonic from 100 ms told the cores."""
-    monkeypatch.setattr(dybbs, "INTERVALS", (0.5, 1.0))
-    monkeypatch.setattr(dybbs, "BLOCKS", (1, 2))
-    monkeypatch.setattr(dybbs, "SIM_SEEDS", (0,))
-    monkeypatch.setattr(dybbs, "SCENARIOS", (SCENARIOS[3],))
+def test_full_runs_compare_like_for_like_baselines(tmp_path: Path) -> None:
+    """Ten minutes; FPI at 2 blocks and at the paper's 100 ms; isotonic from 100 ms told
+    the cores, and without block sizing."""
     settings = Settings(tmp_path, quick=False, master="local[3]")
-    by_name = {c.name: c for c in dybbs.Dybbs().configs(settings)}
+    configs = dybbs.Dybbs().configs(settings)
+    assert len(configs) == 4 * len(SCENARIOS)
+    assert {c.duration_s for c in configs} == {600.0}
+    by_name = {c.name: c for c in configs}
     assert by_name["join-markov-isotonic"].params == {"block_interval": 0.1, "cores": 3}
     assert by_name["join-markov-isotonic-fixed-blocks"].params == {
         "block_interval": 0.1,
@@ -78,8 +85,14 @@ def test_full_runs_compare_like_for_like_baselines(
     }
     assert by_name["join-markov-fixed-point-100ms"].params == {"block_interval": 0.1}
     assert dict(by_name["join-markov-fixed-point"].params) == {}  # one block per core: 2
+    learning, after = dybbs.Dybbs().phases(settings)
+    assert (learning.end_s, after.start_s, after.end_s) == (180.0, 180.0, 600.0)
     quick = dybbs.Dybbs().configs(Settings(tmp_path, quick=True))
-    assert not any(c.name.endswith("fixed-point-100ms") for c in quick)  # runs stay short
+    assert {c.name for c in quick} == {
+        "reduce-markov-isotonic",
+        "reduce-markov-fixed-point-100ms",
+        "reduce-markov-fixed-point",
+    }
 
 
 def test_the_cores_spark_runs_on() -> None:

@@ -144,3 +144,16 @@ def test_from_the_papers_100ms_blocks_isotonic_beats_fixed_point_after_learning(
         assert iso.mean_blocks <= 2.0
         assert not fp_100ms.stable or fp_100ms.mean_latency_s > fp.mean_latency_s
         assert blind.mean_latency_s < 1.5 * fp.mean_latency_s  # the paper's rules diverged
+
+
+def test_a_simulated_isotonic_is_told_the_simulated_cores() -> None:
+    """As ``read_stream`` gives isotonic Spark's parallelism, the simulator gives it the
+    model's cores: from the 100 ms block interval on Join at 10,000/s no batch gets more
+    than 2 blocks, unless the caller sets ``cores`` itself."""
+    sc = make_scenario("join", "constant:10000", "120s", seed=0)
+    bounded = simulate(sc, "isotonic", {"block_interval": 0.1})
+    assert bounded.records and max(r.blocks for r in bounded.records) <= 2
+    wider = simulate(sc, "isotonic", {"block_interval": 0.1, "cores": 8})
+    assert max(r.blocks for r in wider.records) > 2
+    three = make_scenario("join", "constant:10000", "120s", seed=0, cores=3.0)
+    assert max(r.blocks for r in simulate(three, "isotonic", {"block_interval": 0.1}).records) == 3

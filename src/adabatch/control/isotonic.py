@@ -145,7 +145,8 @@ class IsotonicController(RateHistory, Controller):
     - ``cores``: no batch gets more blocks than the cores Spark runs them on (more tasks
       than cores only add per-task cost on local[2]: join at 10k records/s ran p = 0.27 s
       with 1 block, 1.16 s with 10). Unset (the default: the controller cannot ask Spark),
-      only ``max_blocks`` bounds them.
+      only ``max_blocks`` bounds them. The fixed variant (``block_sizing=false``) ignores
+      it: that is the paper's baseline, ``x / block_interval`` blocks.
 
     Deviation from the paper: leaving a block interval that has no stable batch interval.
     Line 6 moves the block interval only once the batch interval converged. When each
@@ -285,7 +286,8 @@ class IsotonicController(RateHistory, Controller):
         Param(
             "cores",
             None,
-            "cores Spark runs the blocks on; no batch gets more blocks (unset: unknown)",
+            "cores Spark runs the blocks on; with block sizing no batch gets more blocks "
+            "(unset: unknown)",
             kind=int,
             low=1,
             high=MAX_BLOCKS,
@@ -328,7 +330,9 @@ class IsotonicController(RateHistory, Controller):
         self._c, self._alpha, self._start_bl = p.c, p.alpha, quantise(p.block_interval)
         self._log_ratio = math.log1p(p.rate_ratio)
         self._grid = Grid(p.min_interval, p.max_interval, p.granularity)
-        self._max_blocks = p.max_blocks if p.cores is None else min(p.max_blocks, p.cores)
+        # the cores bound belongs to block sizing: the fixed variant is the paper's
+        bounded = p.cores is not None and p.block_sizing
+        self._max_blocks = min(p.max_blocks, p.cores) if bounded else p.max_blocks
         self._reset()
 
     def _check(self, params: Any) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from adabatch.control.base import Controller
@@ -37,6 +37,23 @@ def controller_class(name: str) -> type[Controller]:
 def create(name: str, params: Mapping[str, Any] | None = None) -> Controller:
     """A new controller ``name`` with ``params`` (strings or numbers), validated."""
     return controller_class(name)(**dict(params or {}))
+
+
+def with_cores(
+    name: str, params: Mapping[str, Any], cores: Callable[[], float | None]
+) -> dict[str, Any]:
+    """``params`` with ``cores`` set to ``cores()`` when controller ``name`` has that
+    parameter and ``params`` does not give it (isotonic bounds its blocks by it); unchanged
+    for unknown names and when ``cores()`` is None."""
+    out = dict(params)
+    if "cores" in out or name not in names():
+        return out
+    if "cores" not in {p.name for p in controller_class(name).PARAMS}:
+        return out
+    n = cores()
+    if n is not None:
+        out["cores"] = n
+    return out
 
 
 def parse_params(pairs: list[str] | None) -> dict[str, str]:

@@ -158,7 +158,12 @@ def simulate(
     (60, True)
     """
     if isinstance(controller, str):
-        ctrl = registry.create(controller, params)
+        # the simulated machine's cores, as read_stream gives Spark's parallelism
+        model_cores = getattr(scenario.model, "cores", None)
+        cores = None if model_cores is None else max(1, round(model_cores))
+        ctrl = registry.create(
+            controller, registry.with_cores(controller, params or {}, lambda: cores)
+        )
     else:
         if params:
             msg = "pass params only with a controller name, not with a controller object"
