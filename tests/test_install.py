@@ -152,13 +152,15 @@ IMPORT_ALL = """
 import importlib, json, pkgutil
 import adabatch
 from adabatch.control import create, names
+from adabatch.control.registry import controller_class
 
 modules = [m.name for m in pkgutil.walk_packages(adabatch.__path__, "adabatch.")
            if not m.name.endswith(".__main__")]
 for name in modules:
     importlib.import_module(name)
 print(json.dumps({"file": adabatch.__file__, "modules": len(modules),
-                  "controllers": [create(n).describe()["controller"] for n in names()]}))
+                  "controllers": [create(n, controller_class(n).EXAMPLE_PARAMS).describe()[
+                      "controller"] for n in names()]}))
 """
 
 

@@ -153,6 +153,10 @@ class BatchCutter:
         Stream time at which a record arrives (the source's ``arrival_time``), for
         ``Limit.max_delay_s``; without it a record counts as arrived at the start of its
         batch's window, the earliest it can have.
+    peek
+        Records arrived by a stream time without taking them (a report's
+        ``left_records``); default ``available``, which the simulator's arrivals may not
+        be asked out of turn.
     skip_empty
         Never hand out a batch without records (a live source's idle intervals): it is
         dropped unreported, as Spark runs no micro-batch when no source has new data.
@@ -169,12 +173,14 @@ class BatchCutter:
         stop_at: float = math.inf,
         arrival_time: Callable[[int], float] | None = None,
         skip_empty: bool = False,
+        peek: Callable[[float], int] | None = None,
     ) -> None:
         if queue not in QUEUE_MODES:
             msg = f"queue = {queue!r}: allowed {', '.join(QUEUE_MODES)}"
             raise AdabatchError(msg)
         self.controller = controller
         self.available = available
+        self.peek = available if peek is None else peek
         self.queue_mode = queue
         self.blocks = blocks
         self.stop_at = stop_at
@@ -272,6 +278,7 @@ class BatchCutter:
             started_at=started,
             finished_at=now,
             block_processing_s=block_processing_s,
+            left_records=self.waiting_records(now, self.peek),
         )
         self.in_flight = None
         self.started_at = None
@@ -463,10 +470,12 @@ class BatchCutter:
         started = state.get("started_at")
         self.started_at = None if started is None else float(started)
 
-    def waiting_records(self, now: float) -> int:
-        """Records arrived but not yet handed to Spark (queued or not yet cut)."""
+    def waiting_records(self, now: float, count: Callable[[float], int] | None = None) -> int:
+        """Records arrived but not yet handed to Spark (queued or not yet cut); ``count``
+        gives the records arrived by ``now`` (default ``available``)."""
         queued = sum(b.records for b in self.queue)
-        return queued + max(self.available(now) - self.next_offset, 0)
+        arrived = (count or self.available)(now)
+        return queued + max(arrived - self.next_offset, 0)
 
     def __repr__(self) -> str:
         nxt = math.nan if self.plan is None else self.plan_start + self.plan.interval_s

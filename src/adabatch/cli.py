@@ -8,6 +8,7 @@ Each module in :mod:`adabatch.commands` ends with its ``COMMAND``
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     internal error exits 1 with one line and a hint to report it."""
     parser = build_parser()
     args = parser.parse_args(argv)  # usage errors: argparse's own message, exit 2
+    show_warnings()
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
@@ -67,6 +69,41 @@ def main(argv: list[str] | None = None) -> int:
         line, status = describe_failure(exc)
         print(f"adabatch: error: {line}", file=sys.stderr)
         return status
+
+
+class _OneLine(logging.Formatter):
+    """``adabatch: warning: message``, never a traceback."""
+
+    def __init__(self) -> None:
+        super().__init__("adabatch: warning: %(message)s")
+
+    def formatException(self, ei: object) -> str:
+        return ""
+
+    def formatStack(self, stack_info: str) -> str:
+        return ""
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (tests replace it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def show_warnings() -> None:
+    """Warnings of adabatch's loggers (a latency target out of reach) as one line each on
+    stderr; once per process, and still propagated (pytest's caplog sees them)."""
+    log = logging.getLogger("adabatch")
+    if any(isinstance(h.formatter, _OneLine) for h in log.handlers):
+        return
+    handler = _Stderr()
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_OneLine())
+    log.addHandler(handler)
+    if log.level == logging.NOTSET:
+        log.setLevel(logging.WARNING)
 
 
 def describe_failure(exc: BaseException) -> tuple[str, int]:

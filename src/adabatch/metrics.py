@@ -10,6 +10,9 @@ Latency definitions (never mixed in one table):
 - batch latency ``latency_s = interval_s + queue_delay_s + processing_s`` (the papers');
 - record latency ``record_latency_s = finished_at - mean arrival time`` of the batch's
   records (≈ x/2 + q + p for even arrival).
+
+A run of a controller with a latency target (``slo``) adds the target's fields to its
+summary (:func:`target_fields`): the controller's final verdict next to what happened.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from adabatch.control.base import BatchPlan, BatchReport
+from adabatch.control.base import BatchPlan, BatchReport, TargetStatus
 from adabatch.errors import AdabatchError
 from adabatch.outputs import OutputDir, append_text, dumps_json, open_output
 
@@ -315,20 +318,17 @@ def summarize(
     final_queue_len: int = 0,
     skip_s: float = 0.0,
     extra: dict[str, Any] | None = None,
+    target: TargetStatus | None = None,
 ) -> RunSummary:
     """The run summary written to ``summary.json``.
 
     ``skip_s`` leaves out batches cut in the first seconds (warm-up) from the means;
     stability is judged on every batch. ``duration_s`` is the span of stream offered.
     A key of ``extra`` that names a field (``stable`` of a diverged run) sets it.
+    ``target`` is the controller's latency target status at the end of the run (``None``
+    without one): :func:`target_fields` over the batches after the warm-up are added.
     """
-    kept = (
-        [r for r in records if r.cut_at - (records[0].cut_at - records[0].interval_s) >= skip_s]
-        if records
-        else []
-    )
-    if records and not kept:
-        kept = list(records)
+    kept = after_warmup(records, skip_s)
 
     def mean(values: list[float]) -> float:
         return float(np.mean(values)) if values else math.nan
@@ -370,7 +370,47 @@ def summarize(
         stable=is_stable(records, final_queue_len),
         skip_s=skip_s,
     )
-    return summary.with_values(**extra) if extra else summary
+    added = {**(extra or {}), **({} if target is None else target_fields(target, kept))}
+    return summary.with_values(**added) if added else summary
+
+
+def after_warmup(records: Sequence[BatchRecord], skip_s: float) -> list[BatchRecord]:
+    """The batches cut ``skip_s`` or more after the run's first interval began (every batch
+    when none was): what a summary's means are over."""
+    if not records:
+        return []
+    begin = records[0].cut_at - records[0].interval_s
+    kept = [r for r in records if r.cut_at - begin >= skip_s]
+    return kept or list(records)
+
+
+def fraction_over(records: Sequence[BatchRecord], limit_s: float) -> float:
+    """The fraction of ``records`` whose batch latency ``x + q + p`` exceeds ``limit_s``
+    (NaN for no records)."""
+    if not records:
+        return math.nan
+    return sum(1 for r in records if r.latency_s > limit_s) / len(records)
+
+
+def target_fields(status: TargetStatus, kept: Sequence[BatchRecord]) -> dict[str, Any]:
+    """The summary keys of a run with a latency target: the controller's final verdict
+    (``slo_met``, ``achievable_latency_s``, ``target_mode``, ``target_reason``) and, over
+    the batches ``kept`` after the warm-up, the fraction whose batch latency exceeded the
+    target and the batch latency at the target's percentile (95 when it names none)."""
+    pct = 95.0 if status.percentile is None else status.percentile
+    latencies = [r.latency_s for r in kept]
+    return {
+        "target_s": status.target_s,
+        "target_percentile": status.percentile,
+        "slo_met": status.met,
+        "achievable_latency_s": status.achievable_s,
+        "target_mode": status.mode,
+        "target_reason": status.reason,
+        "fraction_over_target": fraction_over(kept, status.target_s),
+        "target_percentile_latency_s": float(np.percentile(latencies, pct))
+        if latencies
+        else math.nan,
+    }
 
 
 def write_summary(out: str | Path | OutputDir, summary: RunSummary) -> None:

@@ -115,6 +115,11 @@ class Param:
     check: Callable[[str], object] | None = None
     duration: bool = False
 
+    @property
+    def required(self) -> bool:
+        """No default and not optional: the caller must give a value."""
+        return self.default is None and not self.optional
+
     def allowed(self) -> str:
         """The allowed values as text, for errors and ``adabatch controllers``."""
         if self.choices is not None:

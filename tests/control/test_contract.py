@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from adabatch.control import BatchPlan, BatchReport, Controller, create, names
+from adabatch.control.registry import controller_class
 from adabatch.errors import AdabatchError
 from adabatch.profiles import parse_profile
 from adabatch.sim.engine import run_simulation
@@ -40,28 +41,43 @@ def name(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+def make(name: str, **params: object) -> Controller:
+    """Controller ``name`` with its required parameters at their examples, and ``params``."""
+    return create(name, {**controller_class(name).EXAMPLE_PARAMS, **params})
+
+
 def test_defaults_construct_and_describe(name: str) -> None:
-    ctrl = create(name)
+    ctrl = make(name)
     described = ctrl.describe()
     assert described["controller"] == name
     json.dumps(described)  # JSON-able
 
 
+def test_a_required_parameter_has_an_example_and_is_named_when_missing(name: str) -> None:
+    cls = controller_class(name)
+    required = [p.name for p in cls.PARAMS if p.required]
+    assert sorted(cls.EXAMPLE_PARAMS) == sorted(required)
+    for missing in required:
+        given = {k: v for k, v in cls.EXAMPLE_PARAMS.items() if k != missing}
+        with pytest.raises(AdabatchError, match=rf"'{missing}' must be set"):
+            create(name, given)
+
+
 def test_unknown_parameter_is_named(name: str) -> None:
     with pytest.raises(AdabatchError, match="no_such_param"):
-        create(name, {"no_such_param": "1"})
+        make(name, no_such_param="1")
 
 
 def test_every_numeric_parameter_rejects_garbage(name: str) -> None:
-    for p in create(name).PARAMS:
+    for p in make(name).PARAMS:
         if p.kind in (int, float) and p.choices is None:
             with pytest.raises(AdabatchError, match=p.name):
-                create(name, {p.name: "not-a-number"})
+                make(name, **{p.name: "not-a-number"})
 
 
 def test_plans_are_valid_and_deterministic(name: str) -> None:
-    a = drive(create(name), 200.0, seed=7)
-    b = drive(create(name), 200.0, seed=7)
+    a = drive(make(name), 200.0, seed=7)
+    b = drive(make(name), 200.0, seed=7)
     assert a == b
     assert len(a) >= 20  # the controller ran for real
     for plan in a:
@@ -69,17 +85,17 @@ def test_plans_are_valid_and_deterministic(name: str) -> None:
 
 
 def test_state_round_trip_continues_identically(name: str) -> None:
-    ctrl = create(name)
+    ctrl = make(name)
     drive(ctrl, 60.0, seed=3)
     snapshot = json.loads(json.dumps(ctrl.state()))
-    twin = create(name)
+    twin = make(name)
     twin.restore(snapshot)
     assert twin.state() == ctrl.state()
     assert twin.plan(1000.0) == ctrl.plan(1000.0)
 
 
 def test_survives_extreme_reports(name: str) -> None:
-    ctrl = create(name)
+    ctrl = make(name)
     ctrl.plan(0.0)
     odd = [
         BatchReport(0, 1.0, 2, 0, 0.0, 0.0, 1.0, 1.0, 1.0),  # empty batch, zero time
@@ -97,7 +113,7 @@ def test_pickles_and_deep_copies_with_its_state(name: str) -> None:
     import copy
     import pickle
 
-    ctrl = create(name)
+    ctrl = make(name)
     drive(ctrl, 30.0, seed=11)
     twins = [pickle.loads(pickle.dumps(ctrl)), copy.deepcopy(ctrl)]
     state, plan = ctrl.state(), ctrl.plan(500.0)

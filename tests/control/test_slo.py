@@ -92,10 +92,10 @@ def test_a_bad_target_names_the_parameter_the_value_and_the_forms(text: str, fau
 
 
 def test_interval_bounds_are_durations_and_cross_checked() -> None:
-    ctrl = create("slo", {"min_interval": "200ms", "max_interval": "2 minutes"})
+    ctrl = create("slo", {"target": 2, "min_interval": "200ms", "max_interval": "2 minutes"})
     assert (ctrl.params.min_interval, ctrl.params.max_interval) == (0.2, 120.0)
     with pytest.raises(AdabatchError, match="'min_interval' = 5 must not exceed"):
-        create("slo", {"min_interval": "5s", "max_interval": "2s"})
+        create("slo", {"target": 2, "min_interval": "5s", "max_interval": "2s"})
 
 
 # --- the decision rule on noise-free costs ----------------------------------------------
@@ -256,6 +256,23 @@ def test_overload_caps_batches_and_loses_no_record() -> None:
     assert free.get("diverged") is True
 
 
+def test_after_overload_the_backlog_drains_within_the_target_at_the_new_rate() -> None:
+    """The reports say what the source holds, so the rate fall at 300 s is seen under caps
+    at once; the backlog then drains in capped batches that meet the target."""
+    profile = parse_profile(OVERLOAD)
+    out = simulate_arrivals(
+        SloController(target=2), make_workload("join"), ProfileArrivals(profile), 900.0,
+        rng=np.random.default_rng(0),
+    )  # fmt: skip
+    after = [r for r in out.records if r.cut_at > 300.0]
+    assert after[1].controller_state["rate_rps"] == pytest.approx(2000, rel=0.05)
+    draining = [r for r in after if r.controller_state["mode"] == "catch-up"]
+    assert len(draining) > 20 and all(r.max_records is not None for r in draining)
+    assert max(r.latency_s for r in after) <= 2.0 * 1.1
+    assert not any(r.controller_state["slo_met"] for r in draining)  # records still wait
+    assert out.records[-1].controller_state["mode"] == "target"
+
+
 # --- state --------------------------------------------------------------------------------
 
 
@@ -274,4 +291,4 @@ def test_state_round_trips_mid_overload_and_is_compact() -> None:
 
 def test_a_malformed_state_is_refused() -> None:
     with pytest.raises(AdabatchError, match="slo state is malformed"):
-        SloController().restore({"fit": {"bins": [[1, 2, 3]]}})
+        SloController(target=2).restore({"fit": {"bins": [[1, 2, 3]]}})

@@ -3,6 +3,7 @@ scraped over HTTP while the query runs, and drops them when it ends."""
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.error
 import urllib.request
@@ -87,6 +88,39 @@ def test_gauges_are_served_during_a_run_and_dropped_after(spark, tmp_path):
     exporting.stop()
     with pytest.raises(urllib.error.URLError):
         scrape(exporting.port)
+
+
+def test_a_latency_target_shows_in_last_progress_and_in_the_gauges(spark, tmp_path):
+    exporting = export_prometheus(spark, port=0)
+    df = read_stream(
+        spark,
+        controller="slo",
+        params={"target": 4.0, "blocks": 2},
+        profile=f"constant:{RATE}",
+        keys=100,
+    )
+    query = (
+        df.writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .queryName(QUERY)
+        .start()
+    )
+    try:
+        deadline = time.monotonic() + WAIT_S
+        samples = scrape(exporting.port)
+        while ours(samples, "adabatch_target_seconds", source=False) is None:
+            assert query.isActive, query.exception()
+            assert time.monotonic() < deadline, samples
+            query.awaitTermination(0.2)
+            samples = scrape(exporting.port)
+        end = query.lastProgress["sources"][0]["endOffset"]
+    finally:
+        query.stop()
+        exporting.stop()
+    target = json.loads(end)["target"] if isinstance(end, str) else end["target"]
+    assert target["s"] == 4.0 and isinstance(target["met"], bool) and target["mode"]
+    assert ours(samples, "adabatch_target_seconds", source=False) == 4.0
+    assert ours(samples, "adabatch_target_met", source=False) in (0.0, 1.0)
 
 
 def test_bad_port_is_one_line():

@@ -22,7 +22,13 @@ def catalogue() -> list[dict]:
     for name in registry.names():
         cls = registry.controller_class(name)
         params = [
-            {"name": p.name, "default": p.default, "allowed": p.allowed(), "help": p.help}
+            {
+                "name": p.name,
+                "default": p.default,
+                "required": p.required,
+                "allowed": p.allowed(),
+                "help": p.help,
+            }
             for p in cls.PARAMS
         ]
         out.append({"name": name, "summary": cls.summary, "params": params})
@@ -38,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{entry['name']}: {entry['summary']}")
         for p in entry["params"]:
             default = "unset" if p["default"] is None else p["default"]
+            default = "required" if p["required"] else default
             print(f"    {p['name']:<16} default {default!s:<10} {p['allowed']:<24} {p['help']}")
         print()
     return 0

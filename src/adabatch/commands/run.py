@@ -14,7 +14,7 @@ from adabatch.control.registry import parse_params
 from adabatch.errors import AdabatchError, shown
 from adabatch.outputs import check_dir_path
 from adabatch.profiles import GRAMMAR, check_span, parse_duration, parse_profile
-from adabatch.report.text import summary_rows
+from adabatch.report.text import summary_rows, target_line
 from adabatch.runs.checks import check_duration
 from adabatch.runs.source_spec import SOURCE_FORMS, parse_source
 from adabatch.runs.spark_job import (
@@ -108,10 +108,14 @@ def config_from_args(
 
 
 def print_summary(result: RunResult) -> None:
-    """The summary table, a word on an unstable run, and the files written."""
+    """The summary table, the latency target's line (with one), a word on an unstable run,
+    and the files written."""
     s = result.summary
     for label, text in summary_rows(s):
         print(f"  {label:<30} {text}")
+    line = target_line(s)
+    if line is not None:
+        print(f"  {line}")
     if not s.stable:
         print(
             f"  UNSTABLE: the batch queue grew ({s.queue_slope:.3f} s of queue delay per "

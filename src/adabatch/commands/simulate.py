@@ -15,7 +15,7 @@ from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import RunSummary
 from adabatch.outputs import open_output
 from adabatch.profiles import GRAMMAR
-from adabatch.report.text import fmt_value, summary_rows
+from adabatch.report.text import fmt_value, summary_rows, target_line
 from adabatch.runs.simulated import (
     RUN_FILES,
     SimProgress,
@@ -120,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
     for label, text in summary_rows(result.summary):
         table.add_row(label, text)
     console.print(table)
+    line = target_line(result.summary)
+    if line is not None:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     if sweep is not None:
         _print_sweep(console, sweep, result.summary)
     console.print(f"wrote {', '.join(str(p) for p in paths.values())}")

@@ -75,6 +75,9 @@ class BatchReport:
     that arrived in ``(cut_at - interval_s, cut_at]`` (fewer if ``max_records`` capped it).
     ``queue_delay_s = started_at - cut_at`` and ``processing_s = finished_at - started_at``.
     ``block_processing_s`` optionally gives each block's own busy time (for skew rules).
+    ``left_records`` counts the records that had arrived but were in no handed-out batch
+    when this one finished (queued batches and the window being filled); ``None`` where
+    the driver does not know it.
     """
 
     batch_id: int
@@ -87,6 +90,7 @@ class BatchReport:
     started_at: float
     finished_at: float
     block_processing_s: tuple[float, ...] = field(default=())
+    left_records: int | None = None
 
     def __post_init__(self) -> None:
         if not (self.interval_s > 0 and math.isfinite(self.interval_s)):
@@ -101,6 +105,9 @@ class BatchReport:
                 f"finite and records = {self.records!r} >= 0"
             )
             raise AdabatchError(msg)
+        if self.left_records is not None and self.left_records < 0:
+            msg = f"batch {self.batch_id}: left_records = {self.left_records!r} must be >= 0"
+            raise AdabatchError(msg)
 
     @property
     def rate_rps(self) -> float:
@@ -113,18 +120,54 @@ class BatchReport:
         return self.interval_s + self.queue_delay_s + self.processing_s
 
 
+@dataclass(frozen=True)
+class TargetStatus:
+    """A latency target and whether the controller meets it: what a user watches for
+    (Spark's progress, the Prometheus gauges, the run summary).
+
+    ``target_s`` is the batch latency ``x + q + p`` the user asked for, at ``percentile``
+    (``None``: the controller does not say); ``met`` the controller's verdict;
+    ``achievable_s`` the least batch latency it can reach now (``None`` before it knows);
+    ``mode`` the name of its decision (one of ``slo``'s modes, e.g. floor); ``reason``,
+    when not met, why in a few words ("the processing floor is 0.42 s").
+    """
+
+    target_s: float
+    met: bool
+    achievable_s: float | None
+    mode: str
+    reason: str | None = None
+    percentile: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.target_s > 0 and math.isfinite(self.target_s)):
+            msg = f"latency target = {self.target_s!r} must be a positive finite number"
+            raise AdabatchError(msg)
+        if self.achievable_s is not None and not (
+            self.achievable_s >= 0 and math.isfinite(self.achievable_s)
+        ):
+            msg = f"achievable latency = {self.achievable_s!r} must be >= 0 and finite, or None"
+            raise AdabatchError(msg)
+        if self.percentile is not None and not 0 < self.percentile <= 100:
+            msg = f"latency target percentile = {self.percentile!r} must be in (0, 100]"
+            raise AdabatchError(msg)
+
+
 class Controller(ABC):
     """Base of every batch-sizing controller.
 
     Subclasses set ``name`` (the registry key, e.g. ``"fixed-point"``), ``summary`` (one
     line with the paper reference) and ``PARAMS`` (their parameters with the papers'
     defaults). They read parameters from ``self.params`` and implement :meth:`plan`,
-    :meth:`observe`, :meth:`state` and :meth:`restore`.
+    :meth:`observe`, :meth:`state` and :meth:`restore`. A parameter without a default
+    (``slo``'s ``target``) must be given; ``EXAMPLE_PARAMS`` holds a value for each, so
+    that generic code (the contract tests, ``adabatch controllers``) can build one.
     """
 
     name: ClassVar[str]
     summary: ClassVar[str]
     PARAMS: ClassVar[tuple[Param, ...]] = ()
+    EXAMPLE_PARAMS: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, **params: Any) -> None:
         self.params = self.validate(params)
@@ -169,6 +212,11 @@ class Controller(ABC):
         """The state written with every metrics record: :meth:`state` unless that holds
         large tables (override then with a small summary; ``state`` stays for restarts)."""
         return self.state()
+
+    def target_status(self) -> TargetStatus | None:
+        """The latency target and whether it is met, for a controller that has one
+        (``slo``); ``None`` for a controller that sizes batches without a target."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """Name, parameters and running state, as written with every metrics record."""

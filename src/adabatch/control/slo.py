@@ -45,15 +45,23 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
                      within twice the least), and the plan caps the batch at n_cap(x)
                      records                                   mode "overload"
 
+With records waiting in the source (backlog ``B > 0``) and an x that meets the target for
+the arrivals alone, ``P(x) = p̂(r·x + B, k)``: the next batch takes them as well. If then
+no x meets the target, the plan is as in overload (capped batches at the most records/s
+whose capped latency meets the target) until the backlog is drained: mode "catch-up".
+
 A queue that exists (after a rate step) drains faster the longer the interval (less
 overhead per record), and the rule already picks the longest it allows, so q is not
 predicted. While records wait in the source (estimated backlog > 0) every plan caps its
 batch at ``n_cap(x)``: the backlog drains at the stable limit instead of arriving as one
 batch. A batch is *capped* when it holds exactly the cap planned; its records/interval is
-then not the arrival rate, so the rate keeps its last uncapped value and the backlog
-grows by ``r·x - records`` per capped batch; an uncapped batch means the backlog is gone.
-The backlog is an estimate: reports do not carry what the source holds, so a rate that
-changes while every batch is capped is seen only once the backlog is gone.
+then not the arrival rate. Where the report says how many records the source still holds
+(``left_records``: the batching model fills it in Spark and in the simulator), the
+arrival rate between two reports is ``(records + left - left_before) / (time between)``,
+so a rate that changes under caps is seen at once, and the backlog is ``left`` minus what
+arrived since the batch's cut. Without it the backlog is estimated: the rate keeps its last
+uncapped value, the backlog grows by ``r·x - records`` per capped batch, and an uncapped
+batch means it is gone.
 
 Until the fit has two record-count bins the model is the latest batch scaled in
 proportion (:class:`~adabatch.control.slo_model.ProcessingFit`), and a plan it cannot
@@ -66,8 +74,8 @@ that shows a new rate uses it. History reuse: the model is a function of the rec
 batch, not of the rate, and the memory keeps every record-count bin it has seen (at weight
 ``memory`` when old): a rate seen before is predicted from its own measurements.
 
-``target`` has a default (2 s) only so that every controller can be built without
-parameters (the registry's contract); a user names the latency they need.
+``target`` has no default: a user names the latency they need (``EXAMPLE_PARAMS`` has one
+for generic code that builds every controller).
 
 Reporting: ``metrics_state()`` (written with every batch) carries ``slo_met`` (the
 decision meets the target and the observed batch latency at the percentile over the
@@ -84,8 +92,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -97,9 +104,17 @@ from adabatch.control.base import (
     BatchPlan,
     BatchReport,
     Controller,
+    TargetStatus,
 )
 from adabatch.control.fixed_point import IntervalBounds
-from adabatch.control.slo_model import ProcessingFit, Window, ratio
+from adabatch.control.slo_model import (
+    Decision,
+    Margins,
+    ProcessingFit,
+    Window,
+    interval_grid,
+    ratio,
+)
 from adabatch.errors import AdabatchError
 from adabatch.params import Param, Params
 
@@ -109,8 +124,8 @@ log = logging.getLogger(__name__)
 MIN_RATIOS = 10
 # Observed batches in a row with the target out of reach before the warning.
 CONFIRM = 3
-# Most candidate intervals one decision evaluates (a finer grid is sampled geometrically).
-MAX_GRID = 4000
+# A backlog below this fraction of the latest batch's records is counted as none.
+BACKLOG_NOISE = 0.05
 # Caps remembered to recognise a capped batch in its report.
 CAPS_KEPT = 8
 # Plans remembered until their batch is reported (for the latency error behind δ).
@@ -126,31 +141,6 @@ def _seconds(name: str, default: float | None, help_text: str, **kw: Any) -> Par
     return Param(
         name, default, help_text, low=MIN_INTERVAL_S, high=MAX_INTERVAL_S, duration=True, **kw
     )
-
-
-@dataclass(frozen=True)
-class Margins:
-    """What the decision adds to the model: ``m_q``, ``m_u`` and ``δ`` (module
-    docstring)."""
-
-    q: float
-    u: float
-    delta: float
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One outcome of the decision rule (module docstring); ``model_latency_s`` is
-    ``L̂ = x + m_q·p̂`` without ``δ``, kept until the batch is reported."""
-
-    mode: str  # start, target, floor, overload
-    interval_s: float
-    max_records: int | None = None
-    predicted_latency_s: float | None = None
-    achievable_latency_s: float | None = None
-    processing_s: float | None = None  # predicted p at the percentile at the plan
-    capacity_rps: float | None = None  # overload: the most records/s a stable batch takes
-    model_latency_s: float | None = None
 
 
 class SloController(Controller):
@@ -171,6 +161,7 @@ class SloController(Controller):
     """
 
     name = "slo"
+    EXAMPLE_PARAMS: ClassVar[Mapping[str, Any]] = {"target": 2.0}
     summary = (
         "latency target: the longest interval whose predicted batch latency at a "
         "percentile meets it (online least squares, residual quantiles)"
@@ -178,8 +169,8 @@ class SloController(Controller):
     PARAMS = (
         Param(
             "target",
-            2.0,
-            "batch latency target x + q + p at the percentile, seconds",
+            None,
+            "batch latency target x + q + p at the percentile, seconds (required)",
             low=0.0,
             low_open=True,
             high=MAX_INTERVAL_S,
@@ -271,6 +262,7 @@ class SloController(Controller):
         self._pending: dict[float, float] = {}  # cut time -> L̂ of batches planned by the rule
         self._rate: float | None = None  # records/s of the latest uncapped batch
         self._backlog = 0.0  # estimated records waiting in the source
+        self._left: tuple[int, float] | None = None  # (left_records, finished_at) last seen
         self._caps: list[int] = []  # recent caps planned, oldest first
         self._last_x: float | None = None  # interval of the latest report
         self._queue_delay = 0.0
@@ -305,13 +297,36 @@ class SloController(Controller):
         planned = self._pending.pop(round(report.cut_at, 6), None)
         if planned is not None:
             self._errors.add(round(report.interval_s + report.processing_s - planned, 4))
-        if n > 0 and n in self._caps and self._rate is not None:
-            self._backlog += max(0.0, self._rate * x - n)
+        capped = n > 0 and n in self._caps and self._rate is not None
+        if report.left_records is not None:
+            self._count_backlog(report, capped)
+        elif capped:
+            self._backlog += max(0.0, self._rate * x - n)  # type: ignore[operator]
         else:
             self._rate, self._backlog = n / x, 0.0
         self._last_x, self._queue_delay = x, report.queue_delay_s
         self._decision = self._margins = None
         self._verdict(self._current())
+
+    def _count_backlog(self, report: BatchReport, capped: bool) -> None:
+        """Rate and backlog from a report that says what the source holds: the records
+        that arrived between two reports are the batch's plus the change in those left,
+        so the rate is known under caps too; the backlog is what is left beyond what
+        arrived since the batch's cut."""
+        n, left, now = report.records, report.left_records, report.finished_at
+        assert left is not None
+        seen = None
+        if self._left is not None and now > self._left[1]:
+            seen = max(0.0, n + left - self._left[0]) / (now - self._left[1])
+        self._left = (left, now)
+        if not capped:
+            self._rate = n / report.interval_s
+        elif seen is not None:
+            self._rate = seen
+        assert self._rate is not None
+        backlog = left - self._rate * (now - report.cut_at)
+        # below a twentieth of the batch it is the clock's and the arrivals' jitter
+        self._backlog = backlog if backlog > BACKLOG_NOISE * n else 0.0
 
     # ----------------------------------------------------------------- the decision
 
@@ -357,12 +372,20 @@ class SloController(Controller):
         assert self._rate is not None
         k, target = self.params.blocks, self.params.target
         m = self.margins()
-        p = self._fit.predict(self._rate * xs, k)
+        u = self.params.utilisation
+        arriving = self._fit.predict(self._rate * xs, k)
+        if not self._fit.fitted(k):
+            lat = xs + m.q * arriving + m.delta
+            return self._start(xs, arriving, lat, m.u * arriving <= u * xs + _EPS)
+        # the next batch takes what waits in the source as well (up to its cap)
+        p = arriving
+        if self._backlog and self._meets(xs, arriving, m):
+            p = self._fit.predict(self._rate * xs + self._backlog, k)
+            if not self._meets(xs, p, m):  # the arrivals alone would meet the target
+                return self._overload(m, "catch-up")
         model = xs + m.q * p
         lat = model + m.delta
-        stable = m.u * p <= self.params.utilisation * xs + _EPS
-        if not self._fit.fitted(k):
-            return self._start(xs, p, lat, stable)
+        stable = m.u * p <= u * xs + _EPS
         if not stable.any():
             return self._overload(m)
         cost = np.where(stable, p / xs, np.inf)
@@ -378,6 +401,12 @@ class SloController(Controller):
         pq = float(m.q * p[i])
         return Decision(mode, x, cap, float(lat[i]), achievable, pq, None, float(model[i]))
 
+    def _meets(self, xs: np.ndarray, p: np.ndarray, m: Margins) -> bool:
+        """Whether some interval of ``xs`` with processing ``p`` is stable and meets the
+        target."""
+        stable = m.u * p <= self.params.utilisation * xs + _EPS
+        return bool((stable & (xs + m.q * p + m.delta <= self.params.target + _EPS)).any())
+
     def _start(
         self, xs: np.ndarray, p: np.ndarray, lat: np.ndarray, stable: np.ndarray
     ) -> Decision:
@@ -390,10 +419,10 @@ class SloController(Controller):
         probe = max(self._fit.last[2] / self.params.utilisation, 1.5 * self._last_x)
         return Decision("start", self._bounds.fit(probe))
 
-    def _overload(self, m: Margins) -> Decision:
-        """No stable interval: cap the records so that a batch is processed within its
-        interval, at the most records/s among the intervals that meet the target (or
-        come within twice the least capped latency)."""
+    def _overload(self, m: Margins, mode: str = "overload") -> Decision:
+        """No stable interval (or a backlog to drain: ``mode`` "catch-up"): cap the records
+        so that a batch is processed within its interval, at the most records/s among the
+        intervals that meet the target (or come within twice the least capped latency)."""
         k, xs = self.params.blocks, self._grid
         budget = self.params.utilisation * xs / m.u
         n_cap = np.minimum(self._fit.records_within(budget, k), MAX_RECORDS)
@@ -401,7 +430,7 @@ class SloController(Controller):
         if not usable.any():  # even one record takes longer than any interval
             x = float(xs[-1])
             lat = x + m.q * float(self._fit.predict(1.0, k)) + m.delta
-            return Decision("overload", x, 1, lat, lat, lat - x, 1.0 / x)
+            return Decision(mode, x, 1, lat, lat, lat - x, 1.0 / x)
         thr = np.where(usable, n_cap / xs, -1.0)
         lat = xs + m.q * self._fit.predict(n_cap, k) + m.delta
         within = usable & (lat <= self.params.target + _EPS)
@@ -410,7 +439,7 @@ class SloController(Controller):
         i = int(np.argmax(np.where(within, thr, -1.0)))
         cap = max(1, math.floor(n_cap[i]))
         return Decision(
-            "overload",
+            mode,
             float(xs[i]),
             cap,
             float(lat[i]),
@@ -502,10 +531,29 @@ class SloController(Controller):
             "observed": self._observed,
         }
 
+    def target_status(self) -> TargetStatus:
+        """The verdict of :meth:`metrics_state`; when not met, why in a few words."""
+        d, p, seen = self._current(), self.params, self.observed_latency()
+        why = "still learning" if d.mode == "start" else "no interval is predicted to meet it"
+        if d.mode == "floor" and d.processing_s is not None:
+            why = f"the processing floor is {d.processing_s:.2f} s"
+        elif d.mode == "overload" and d.capacity_rps is not None:
+            why = f"at most {d.capacity_rps:,.0f} records/s fit in any interval"
+        elif d.mode == "catch-up" and self._backlog >= 1:
+            why = f"a backlog of {self._backlog:,.0f} records is being drained"
+        elif seen is None:
+            why = "no batch has finished yet"
+        elif seen > p.target + _EPS:
+            why = f"the observed p{p.percentile:g} batch latency is {seen:.2f} s"
+        met = self.slo_met()
+        achievable = d.achievable_latency_s
+        return TargetStatus(p.target, met, achievable, d.mode, None if met else why, p.percentile)
+
     def state(self) -> dict[str, Any]:
         return {
             **self.metrics_state(),
             "backlog": self._backlog,
+            "left": None if self._left is None else list(self._left),
             "last_interval": self._last_x,
             "fit": self._fit.to_json(),
             "ratios": list(self._ratios.values),
@@ -528,6 +576,8 @@ class SloController(Controller):
             self._rate = None if rate is None else float(rate)
             self._last_x = None if last_x is None else float(last_x)
             self._backlog = float(state.get("backlog", 0.0))
+            left = state.get("left")
+            self._left = None if left is None else (int(left[0]), float(left[1]))
             self._queue_delay = float(state.get("queue_delay_s", 0.0))
             self._caps = [int(c) for c in state.get("caps", [])][-CAPS_KEPT:]
             self._streak = int(state.get("streak", 0))
@@ -536,16 +586,3 @@ class SloController(Controller):
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             msg = f"slo state is malformed ({exc}): restore only what state() wrote"
             raise AdabatchError(msg) from None
-
-
-def interval_grid(bounds: IntervalBounds) -> np.ndarray:
-    """The candidate intervals: every multiple of the granularity in the bounds, or at
-    most ``MAX_GRID`` of them spread geometrically when there are more."""
-    g = bounds.granularity
-    first = max(1, math.ceil(bounds.low / g - _EPS))
-    last = max(first, math.floor(bounds.high / g + _EPS))
-    if last - first + 1 <= MAX_GRID:
-        steps = np.arange(first, last + 1, dtype=float)
-    else:
-        steps = np.unique(np.round(np.geomspace(first, last, MAX_GRID)))
-    return np.round(steps * g, 9)

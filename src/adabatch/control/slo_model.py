@@ -5,8 +5,9 @@ learnt from the batches observed, and the spread of its errors.
 blocks, every coefficient >= 0) by weighted non-negative least squares over a memory of
 binned observations; :class:`Window` keeps the last ratios of observed to predicted processing
 time (and the controller's other windows), whose quantiles give the margin at a
-percentile. The decision rule that reads them
-is in :mod:`adabatch.control.slo`, where the choices are explained.
+percentile; :class:`Margins`, :class:`Decision` and :func:`interval_grid` are the values
+the decision rule works with. The rule itself is in :mod:`adabatch.control.slo`, where the
+choices are explained.
 """
 
 from __future__ import annotations
@@ -15,11 +16,17 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.optimize import nnls
 
+from adabatch.control.fixed_point import IntervalBounds
+
+# Most candidate intervals one decision evaluates (a finer grid is sampled geometrically).
+MAX_GRID = 4000
+_EPS = 1e-9
 # Most bins the memory keeps; beyond it the least recently updated bin is forgotten.
 MAX_BINS = 256
 # Bins needed (distinct record counts at some blocks) before the least-squares fit is used.
@@ -248,3 +255,41 @@ def ratio(observed: float, predicted: float) -> float | None:
     if predicted > 0 and math.isfinite(predicted):
         return round(observed / predicted, 4)
     return None
+
+
+@dataclass(frozen=True)
+class Margins:
+    """What the decision adds to the model: ``m_q``, ``m_u`` and ``δ`` (module
+    docstring)."""
+
+    q: float
+    u: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One outcome of the decision rule (module docstring); ``model_latency_s`` is
+    ``L̂ = x + m_q·p̂`` without ``δ``, kept until the batch is reported."""
+
+    mode: str  # start, target, floor, overload
+    interval_s: float
+    max_records: int | None = None
+    predicted_latency_s: float | None = None
+    achievable_latency_s: float | None = None
+    processing_s: float | None = None  # predicted p at the percentile at the plan
+    capacity_rps: float | None = None  # overload: the most records/s a stable batch takes
+    model_latency_s: float | None = None
+
+
+def interval_grid(bounds: IntervalBounds) -> np.ndarray:
+    """The candidate intervals: every multiple of the granularity in the bounds, or at
+    most ``MAX_GRID`` of them spread geometrically when there are more."""
+    g = bounds.granularity
+    first = max(1, math.ceil(bounds.low / g - _EPS))
+    last = max(first, math.floor(bounds.high / g + _EPS))
+    if last - first + 1 <= MAX_GRID:
+        steps = np.arange(first, last + 1, dtype=float)
+    else:
+        steps = np.unique(np.round(np.geomspace(first, last, MAX_GRID)))
+    return np.round(steps * g, 9)

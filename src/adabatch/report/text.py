@@ -4,7 +4,7 @@
 :func:`fmt_ratio` a ratio to a reference (``1.25x``), :func:`fmt_value` a value in a given
 pattern, :func:`fmt_cost` a CPU figure (``not measured`` where the run could not measure
 it); :func:`summary_rows` is a run summary as (label, text) rows, the table ``simulate``
-and ``run`` print.
+and ``run`` print, and :func:`target_line` the line they add for a latency target.
 """
 
 from __future__ import annotations
@@ -101,3 +101,29 @@ def summary_rows(summary: RunSummary) -> list[tuple[str, str]]:
         for key, label, pattern in SUMMARY_ROWS
         if summary.has(key)
     ]
+
+
+def target_line(summary: RunSummary) -> str | None:
+    """The line on a run's latency target (``None`` for a run without one): the target,
+    the controller's final verdict, and what the batches after the warm-up did. A verdict
+    of met that the run's own batches contradict says so rather than only "met"."""
+    target = summary.get("target_s")
+    if is_missing(target):
+        return None
+    pct = summary.get("target_percentile")
+    head = f"latency target {target:g} s" + ("" if is_missing(pct) else f" at p{pct:g}")
+    if not summary.get("slo_met"):
+        achievable, reason = summary.get("achievable_latency_s"), summary.get("target_reason")
+        text = "NOT met" + ("" if is_missing(achievable) else f", achievable {achievable:.2f} s")
+        return f"{head}: {text}" + ("" if reason is None else f" ({reason})")
+    seen = summary.get("target_percentile_latency_s")
+    if is_missing(seen):
+        return f"{head}: met"
+    shown = f"p{95.0 if is_missing(pct) else pct:g} batch latency {seen:.2f} s"
+    if seen <= target:
+        return f"{head}: met ({shown})"
+    over = summary.get("fraction_over_target")
+    return (
+        f"{head}: met at the end of the run, not over all of it ({shown}, "
+        f"{fmt_value(over, '{:.1%}')} of the batches over the target)"
+    )

@@ -206,6 +206,7 @@ def simulate(
         final_queue_len=out.final_queue_len,
         skip_s=scenario.skip_s,
         extra=extra,
+        target=ctrl.target_status(),
     )
     return SimResult(out.records, summary)
 

@@ -506,7 +506,9 @@ def _summary_extra(
 
 def _summarize(cfg: RunConfig, records: Sequence[BatchRecord], extra: dict[str, Any]) -> RunSummary:
     """The run's summary over every batch of the query (a restarted run's too), over the
-    stream time the source has reached."""
+    stream time the source has reached, with the controller's latency target as it left it."""
+    from adabatch.streaming.runtime import saved_target
+
     status = read_status(cfg.state_path)
     stream_s = status.last_seen if status is not None else 0.0
     return summarize(
@@ -518,6 +520,7 @@ def _summarize(cfg: RunConfig, records: Sequence[BatchRecord], extra: dict[str, 
         final_queue_len=status.queue_len if status is not None else 0,
         skip_s=cfg.warmup_s if stream_s > cfg.warmup_s else 0.0,
         extra=extra,
+        target=saved_target(parse_options(_source_options(cfg))),
     )
 
 

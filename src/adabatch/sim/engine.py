@@ -141,6 +141,16 @@ class ProfileArrivals:
         self.t_last, self.c_last = now, c_now
         return self.arrived
 
+    def peek(self, now: float) -> int:
+        """About the records arrived by ``now``, without recording their arrival (a Poisson
+        count is not drawn: the profile's expectation is added)."""
+        if now <= self.t_last:
+            return self.arrived
+        extra = max(self.profile.cumulative(now) - self.c_last, 0.0)
+        if self.rng is None:
+            return max(self.arrived, math.floor(self.profile.cumulative(now)))
+        return self.arrived + math.floor(extra)
+
     def mean_arrival(self, start: int, end: int) -> float:
         """Mean arrival time of records ``start .. end-1``, the oldest not yet taken."""
         if start != self.taken or not start < end <= self.arrived:
@@ -274,7 +284,9 @@ def simulate_arrivals(
 
     ``rng`` draws the processing noise. See :func:`run_simulation` for the rest.
     """
-    cutter = BatchCutter(controller, arrivals.available, queue=queue, stop_at=duration_s)
+    # a RecordSource answers available() without side effects, so it is its own peek
+    peek = getattr(arrivals, "peek", None)
+    cutter = BatchCutter(controller, arrivals.available, queue=queue, stop_at=duration_s, peek=peek)
     sim = _Simulation(cutter, model, arrivals, rng, resources)
     now, events, diverged = 0.0, 0, False
     while True:

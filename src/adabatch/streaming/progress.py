@@ -18,7 +18,9 @@ so a progress report says, in the papers' vocabulary (:func:`source_batches`):
 - backlog in records: ``latestOffset.offset - endOffset.offset`` (``reportLatestOffset``);
 - queue delay: ``latestOffset.cut_us - endOffset.cut_us``: Spark asks for the latest
   offset right after taking the batch, so this is how long after its cut the batch was
-  taken (stream time, so it is right across restarts, when the wall clock is not).
+  taken (stream time, so it is right across restarts, when the wall clock is not);
+- latency target: ``endOffset.target``, the controller's target and whether it meets it
+  at the batch's hand-out (only for a controller with a latency target).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.streaming import StreamingQueryListener
 
+from adabatch.control.base import TargetStatus
 from adabatch.errors import AdabatchError
 from adabatch.outputs import append_text
 from adabatch.streaming.offsets import INITIAL, SourceOffset
@@ -183,7 +186,7 @@ class SourceBatch:
     """One ``adabatch`` source's batch in a progress report (see the module docstring).
 
     ``backlog_records`` and ``queue_delay_s`` are ``None`` when Spark reported no latest
-    offset."""
+    offset; ``target`` is ``None`` for a controller without a latency target."""
 
     index: int  # position in the report's ``sources``
     interval_s: float
@@ -191,6 +194,7 @@ class SourceBatch:
     records: int
     backlog_records: int | None
     queue_delay_s: float | None
+    target: TargetStatus | None = None
 
 
 def _offset(value: Any) -> SourceOffset | None:
@@ -228,6 +232,7 @@ def source_batches(progress: Mapping[str, Any]) -> list[SourceBatch]:
                 records=end.offset - start.offset,
                 backlog_records=None if latest is None else latest.offset - end.offset,
                 queue_delay_s=None if latest is None else (latest.cut_us - end.cut_us) / 1e6,
+                target=end.target,
             )
         )
     return out

@@ -20,7 +20,11 @@ Gauges (the last finished batch):
   offset right after taking the batch);
 - ``adabatch_processing_seconds``: Spark's ``durationMs.triggerExecution`` of the batch;
 - ``adabatch_target_seconds`` and ``adabatch_target_met`` (1 or 0): only for a controller
-  with a latency target (:meth:`PrometheusExporter.target`; none has one yet).
+  with a latency target (``slo``): the target and the controller's verdict on it when it
+  handed out the batch, as the batch's end offset carries them (``endOffset.target``,
+  :meth:`PrometheusExporter.target`). A verdict, not one batch's latency: ``slo`` says met
+  when its plan is predicted to meet the target and the batch latency at the target's
+  percentile over its recent batches did.
 
 A query's series are removed when it terminates.
 """
@@ -69,13 +73,16 @@ _SOURCE_GAUGES = {
 _QUERY_GAUGES = {
     "processing": ("adabatch_processing_seconds", "Spark's triggerExecution of the last batch"),
     "target": ("adabatch_target_seconds", "The controller's latency target"),
-    "target_met": ("adabatch_target_met", "1 if the last batch met the latency target, else 0"),
+    "target_met": (
+        "adabatch_target_met",
+        "1 if the controller meets its latency target (its verdict at the last batch), else 0",
+    ),
 }
 
 
 @dataclass(frozen=True)
 class Target:
-    """A controller's latency target and whether the batch met it."""
+    """A controller's latency target and whether the controller meets it."""
 
     seconds: float
     met: bool
@@ -153,9 +160,11 @@ class PrometheusExporter(StreamingQueryListener):
             self.gauges["queue_delay"].labels(*labels).set(b.queue_delay_s)
 
     def target(self, progress: Mapping[str, Any], batches: list[SourceBatch]) -> Target | None:
-        """The controller's latency target for this batch and whether it was met; ``None``
-        when the controller has no target (every controller today). The hook for one that
-        has: it returns the target the batch's offsets carry, and the gauges appear."""
+        """The controller's latency target and verdict that the batch's end offset carries
+        (the first source's that has one); ``None`` when the controller has no target."""
+        for b in batches:
+            if b.target is not None:
+                return Target(b.target.target_s, b.target.met)
         return None
 
     def forget(self, query_id: str) -> None:

@@ -20,7 +20,10 @@ manifest (which offset is which record) is saved in the state file with the rest
 
 What it decides is reproducible from Spark's checkpoint: every offset handed to Spark
 carries the batch's record range, blocks and the source's start time, and with a
-controller the state a restart on a fresh driver resumes from (:mod:`.state`).
+controller the state a restart on a fresh driver resumes from (:mod:`.state`). With a
+controller that has a latency target, the offset also carries the target's status at the
+hand-out, for Spark's progress (:mod:`.offsets`); :func:`saved_target` reads it at the end
+of a run from the state file.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from adabatch.batching import NO_LIMIT, BatchCutter, CutBatch, Limit, Poll
-from adabatch.control.base import BatchPlan, BatchReport
+from adabatch.control.base import BatchPlan, BatchReport, TargetStatus
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord, MetricsWriter
 from adabatch.sources.base import RecordSource
@@ -149,6 +152,7 @@ class StreamRuntime:
             blocks=poll.handed.blocks,
             start_time_us=to_us(self.start_time),
             state=self._carried(now),
+            target=None if self.controller is None else self.controller.target_status(),
         ).to_dict()
 
     def _poll(self, limit: Limit) -> tuple[float, Poll]:
@@ -456,3 +460,15 @@ class StreamRuntime:
                 "saved_at": self.clock(),
             },
         )
+
+
+def saved_target(options: StreamOptions) -> TargetStatus | None:
+    """The latency target status of the controller in ``options``' state file, as the stream
+    left it (a fresh controller's without one); ``None`` for a controller without a target."""
+    controller = options.build_controller()
+    if controller is None or controller.target_status() is None:
+        return None
+    saved = None if options.state_path is None else load_state(options.state_path)
+    if saved is not None and saved.get("controller") is not None:
+        controller.restore(saved["controller"])
+    return controller.target_status()
