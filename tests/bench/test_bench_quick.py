@@ -4,10 +4,10 @@ headline direction holds. The full versions are ``slow``.
 CI runs six of them on Spark (about 12 minutes on local[2]). ``overhead`` (two minutes,
 reads a Redis Stream too, so also ``services``) is ``slow`` here: tests/bench/test_overhead.py,
 which runs its producers and exactly-once check on real files and Redis, is its CI smoke.
-Four long ones whose configs,
-follow-ups and analysis tests/bench/test_g2_analysis.py also drives on simulated outcomes
-(calibrate, dybbs, pid, params: 13 of the 25 minutes all ten take) are ``slow`` here; that
-test is their CI smoke. ``make test-all`` or ``adabatch bench all --quick`` runs them.
+Five long ones (calibrate, dybbs, pid, params, slo: ci_quick.py) are ``slow`` here; their
+analyses run in CI on outcomes the simulator produces (tests/bench/test_g2_analysis.py,
+tests/bench/test_slo_bench.py). ``make test-all`` or ``adabatch bench all --quick`` runs
+them.
 
 A headline on real Spark is a measurement. The machines here are shared: the same CPU-bound
 loop took from 0.17 s to 0.32 s within a few minutes, and a stretch of a
@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from ci_quick import LONG_ON_SPARK, NEEDS_SERVICES
 
 from adabatch.bench import model, registry, resume, runner
 from adabatch.cli import main
@@ -94,11 +95,6 @@ def run_quick(name: str, spark, root: Path) -> tuple[model.ExperimentResult, lis
         if attempt < RETRIES:
             warnings.warn(f"{name} --quick: headline failed, running again: {failed}", stacklevel=2)
     return result, failures
-
-
-# long on Spark, with a simulated smoke in CI (seconds on local[2]: 235, 211, 177, 161)
-LONG_ON_SPARK = frozenset({"calibrate", "dybbs", "pid", "params"})
-NEEDS_SERVICES = frozenset({"overhead"})  # its live runs read a Redis Stream
 
 
 def quick_param(name: str) -> object:

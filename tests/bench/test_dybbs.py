@@ -75,7 +75,8 @@ def test_full_runs_compare_like_for_like_baselines(tmp_path: Path) -> None:
     the cores, and without block sizing."""
     settings = Settings(tmp_path, quick=False, master="local[3]")
     configs = dybbs.Dybbs().configs(settings)
-    assert len(configs) == 4 * len(SCENARIOS)
+    assert len(configs) == 5 * len(SCENARIOS)
+    assert [c.role for c in configs[-len(SCENARIOS) :]] == ["spark-default"] * len(SCENARIOS)
     assert {c.duration_s for c in configs} == {600.0}
     by_name = {c.name: c for c in configs}
     assert by_name["join-markov-isotonic"].params == {"block_interval": 0.1, "cores": 3}
@@ -88,11 +89,7 @@ def test_full_runs_compare_like_for_like_baselines(tmp_path: Path) -> None:
     learning, after = dybbs.Dybbs().phases(settings)
     assert (learning.end_s, after.start_s, after.end_s) == (180.0, 180.0, 600.0)
     quick = dybbs.Dybbs().configs(Settings(tmp_path, quick=True))
-    assert {c.name for c in quick} == {
-        "reduce-markov-isotonic",
-        "reduce-markov-fixed-point-100ms",
-        "reduce-markov-fixed-point",
-    }
+    assert {c.name for c in quick} == {"reduce-markov-isotonic", "reduce-markov-fixed-point-100ms"}
 
 
 def test_the_cores_spark_runs_on() -> None:

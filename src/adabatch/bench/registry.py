@@ -1,5 +1,5 @@
 """The experiments of ``adabatch bench``, by name, in the order they run and
-``docs/results.md`` lists them (Experiment 1 to 11 of the module docstrings)."""
+``docs/results.md`` lists them (Experiment 1 to 12 of the module docstrings)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ _MODULES = (
     ("pid", "pid"),
     ("calibrate", "calibrate"),
     ("overhead", "overhead"),
+    ("slo", "slo"),
 )
 
 EXPERIMENTS: Registry[Experiment] = Registry(
@@ -28,7 +29,7 @@ EXPERIMENTS: Registry[Experiment] = Registry(
 
 
 def names() -> list[str]:
-    """Every registered experiment name, in order (Experiment 1 to 11)."""
+    """Every registered experiment name, in order (Experiment 1 to 12)."""
     return EXPERIMENTS.names()
 
 

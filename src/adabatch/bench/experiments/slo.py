@@ -1,0 +1,301 @@
+"""Experiment 12, ``slo``: a latency target instead of an interval.
+
+A Spark user states the batch latency they need; the ``slo`` controller should meet it at
+the least CPU as the load changes, and say so when it cannot. Per workload (reduce, join,
+window) and load shape (:mod:`adabatch.bench.experiments.slo_scenarios`: constant, sine,
+Markov, bursts, a jump in keys, a background CPU load, a query that starts 5 minutes
+behind), ``slo`` runs at 1, 2 and 5 s beside Spark's default trigger, processingTime
+0.5/1/2/5 s and the papers' adaptive controllers, in the same run; a target below the
+processing floor runs on the constant shape.
+
+The comparison a user makes: of the processingTime triggers that met a target (p95 batch
+latency within it, stable), the one with the least CPU per record is the setting they
+would have picked in hindsight, for that load; ``slo`` is judged against it per shape, and
+against the one trigger that meets the target on every shape of a workload (what they
+must pick when the load changes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure as MplFigure
+
+from adabatch.bench import report
+from adabatch.bench.experiments import slo_measures as ms
+from adabatch.bench.experiments import slo_scenarios as sc
+from adabatch.bench.experiments.load import LoadSchedule, LoadWindow
+from adabatch.bench.experiments.resources import load_workers
+from adabatch.bench.model import (
+    Analysis,
+    Config,
+    Context,
+    Experiment,
+    Figure,
+    Outcome,
+    Settings,
+    Verdict,
+)
+from adabatch.outputs import save_figure
+
+CPU_VS_BEST = 1.10  # slo's CPU per record at most this times the best trigger's
+CPU_VS_DEFAULT = 0.5  # at a 2 s target, at most this times Spark's default
+CATCH_UP_VS_CAP = 1.25  # catch-up time at most this times the better record cap's
+FLOOR_BATCHES = 10  # a target below the floor is reported within this many batches
+
+
+def _target_of(o: Outcome) -> float | None:
+    """The latency target of an ``slo`` run (None for the others)."""
+    if o.config.controller != "slo":
+        return None
+    return float(o.config.params["target"])
+
+
+class Slo(Experiment):
+    name = "slo"
+    title = "A latency target instead of an interval"
+    paper = "deadline-scheduling seed (cost at a deadline), applied to continuous streams"
+    description = (
+        "Reduce, join and window under seven load shapes (constant, sine, Markov, 4x bursts, "
+        f"keys {sc.FEW_KEYS} -> {sc.MANY_KEYS} -> {sc.FEW_KEYS}, a background CPU load, a "
+        f"query {sc.BEHIND_S / 60:g} minutes behind). Per shape: slo at targets "
+        f"{', '.join(f'{t:g} s' for t in sc.TARGETS)}; Spark's default trigger; processingTime "
+        f"{', '.join(f'{t:g} s' for t in sc.TRIGGERS)}; {', '.join(sc.ADAPTIVE)}; slo at "
+        f"{sc.FLOOR_TARGET:g} s (below the floor) on the constant shape. Catching up: slo at "
+        "2 s against Spark's default (one batch) and two record caps (maxRowsPerTrigger "
+        f"{' and '.join(f'{s:g} s' for s in sc.CAP_BATCH_S)} of arrivals). --quick: reduce, "
+        "constant, slo at 2 s against processingTime 1 s and Spark's default."
+    )
+
+    def configs(self, settings: Settings) -> list[Config]:
+        return sc.all_configs(settings)
+
+    def hook(self, config: Config, ctx: Context) -> LoadSchedule | None:
+        if config.labels.get("shape") != "cpu":
+            return None
+        start, end = sc.load_window(config.duration_s)
+        return LoadSchedule([LoadWindow(start, end, load_workers())])
+
+    def analyze(self, ctx: Context, outcomes: Sequence[Outcome]) -> Analysis:
+        groups = list(dict.fromkeys(o.config.group for o in outcomes))
+        tables = tuple(_table(outcomes, g) for g in groups)
+        verdicts = _verdicts(outcomes, groups, quick=ctx.settings.quick)
+        figures = tuple(
+            plot_workload(outcomes, w, ctx.path(f"latency-vs-cpu-{w}.png"))
+            for w in dict.fromkeys(o.config.workload for o in outcomes)
+        )
+        return Analysis(
+            tables=tables,
+            figures=figures,
+            shows=(
+                "Per load shape, p95 batch latency and CPU per record of slo at each target "
+                "against every trigger setting; the ratio is slo's CPU over that of the "
+                "processingTime trigger that met the same target at the least CPU."
+            ),
+            paper=(
+                "No seed paper sets a latency target for micro-batches; the deadline seed "
+                "picks the cheapest batch schedule that meets a query's deadline, which is "
+                "this for a stream that never ends."
+            ),
+            verdicts=tuple(verdicts),
+        )
+
+
+def _table(outcomes: Sequence[Outcome], group: str) -> report.Table:
+    mine = [o for o in outcomes if o.config.group == group]
+
+    def over(o: Outcome, _r: object) -> str:
+        t = _target_of(o)
+        if t is not None:
+            return f"{ms.over_target(o, t):.0%} of {t:g} s"
+        return " / ".join(f"{ms.over_target(o, t):.0%}" for t in sc.TARGETS)
+
+    def vs_best(o: Outcome, _r: object) -> str:
+        t = _target_of(o)
+        best = ms.best_trigger(mine, t) if t is not None else None
+        if best is None:
+            return "-"
+        return f"{report.fmt(ms.ratio(ms.cpu(o), ms.cpu(best)), 2)} ({best.config.trigger})"
+
+    extra = (
+        ("p95 batch (s)", lambda o, r: report.fmt(ms.p95_batch_latency(o), 2)),
+        ("p95 record (s)", lambda o, r: report.fmt(ms.p95_record_latency(o), 2)),
+        ("over target (1/2/5 s)", over),
+        ("CPU vs best trigger", vs_best),
+    )
+    table = report.standard_table(mine, group=group, extra=extra, everyone=outcomes)
+    return report.Table(table.title, table.columns, table.rows, table.note)
+
+
+def _verdicts(outcomes: Sequence[Outcome], groups: Sequence[str], *, quick: bool) -> list[Verdict]:
+    out: list[Verdict] = []
+    for g in groups:
+        mine = [o for o in outcomes if o.config.group == g]
+        if g.endswith("/ catch-up"):
+            out += _catch_up_verdicts(g, mine)
+            continue
+        for o in mine:
+            t = _target_of(o)
+            if t is None:
+                continue
+            if t == sc.FLOOR_TARGET:
+                out.append(_floor_verdict(g, o))
+                continue
+            out += _target_verdicts(g, o, t, mine, quick=quick)
+    if not quick:
+        out += _one_setting_verdicts(outcomes)
+    return out
+
+
+def _target_verdicts(
+    group: str, o: Outcome, t: float, mine: Sequence[Outcome], *, quick: bool
+) -> list[Verdict]:
+    """Met where a trigger met it; CPU near the best trigger's; at 2 s, half the default's."""
+    out = []
+    best = ms.best_trigger(mine, t)
+    lat, c = ms.p95_batch_latency(o), ms.cpu(o)
+    if best is not None:
+        out.append(
+            Verdict(
+                f"{group}: slo meets a {t:g} s target (p95) where a processingTime trigger does",
+                ms.meets(o, t),
+                f"p95 {lat:.2f} s, stable {o.stable}; {best.config.trigger} met it",
+                headline=True,
+            )
+        )
+        r = ms.ratio(c, ms.cpu(best))
+        out.append(
+            Verdict(
+                f"{group}: at {t:g} s slo's CPU per record is at most {CPU_VS_BEST:g}x the "
+                "best trigger's that met it",
+                math.isfinite(r) and r <= CPU_VS_BEST,
+                f"{report.fmt(c, 1)} vs {report.fmt(ms.cpu(best), 1)} CPU s/M rec "
+                f"({best.config.trigger}): {report.fmt(r, 2)}x",
+                headline=True,
+            )
+        )
+    default = next((x for x in mine if x.config.role == "spark-default"), None)
+    if t == 2.0 and default is not None and o.config.workload in ("reduce", "join"):
+        r = ms.ratio(c, ms.cpu(default))
+        out.append(
+            Verdict(
+                f"{group}: at 2 s slo's CPU per record is at most {CPU_VS_DEFAULT:g}x Spark's "
+                "default trigger's",
+                math.isfinite(r) and r <= CPU_VS_DEFAULT,
+                f"{report.fmt(c, 1)} vs {report.fmt(ms.cpu(default), 1)} CPU s/M rec: "
+                f"{report.fmt(r, 2)}x",
+                headline=quick,
+            )
+        )
+    return out
+
+
+def _floor_verdict(group: str, o: Outcome) -> Verdict:
+    at = ms.infeasible_within(o)
+    return Verdict(
+        f"{group}: a {sc.FLOOR_TARGET:g} s target is reported out of reach within "
+        f"{FLOOR_BATCHES} batches, with the achievable latency, and the run stays stable",
+        at is not None and at <= FLOOR_BATCHES and o.stable,
+        f"reported at batch {at}, achievable {report.fmt(ms.achievable(o), 2)} s, "
+        f"stable {o.stable}",
+    )
+
+
+def _one_setting_verdicts(outcomes: Sequence[Outcome]) -> list[Verdict]:
+    """Per workload and target: slo's mean CPU over the shapes below that of every single
+    trigger setting that met the target on all of them."""
+    out = []
+    for w in dict.fromkeys(o.config.workload for o in outcomes):
+        runs = [o for o in outcomes if o.config.workload == w and "catch-up" not in o.config.group]
+        for t in sc.TARGETS:
+            slo = [o for o in runs if _target_of(o) == t]
+            if not slo:
+                continue
+            triggers = {o.config.trigger for o in runs if o.config.role == "trigger"}
+            usable = []
+            for trig in sorted(triggers):
+                mine = [o for o in runs if o.config.trigger == trig]
+                if mine and all(ms.meets(o, t) for o in mine):
+                    usable.append((trig, _mean([ms.cpu(o) for o in mine])))
+            if not usable:
+                continue
+            trig, best = min(usable, key=lambda u: u[1])
+            mean = _mean([ms.cpu(o) for o in slo])
+            out.append(
+                Verdict(
+                    f"{w}: at {t:g} s, over all load shapes, slo uses less CPU per record than "
+                    "any one trigger setting that meets the target on every shape",
+                    mean < best,
+                    f"slo {report.fmt(mean, 1)} vs {trig} {report.fmt(best, 1)} CPU s/M rec "
+                    "(mean over the shapes)",
+                )
+            )
+    return out
+
+
+def _catch_up_verdicts(group: str, mine: Sequence[Outcome]) -> list[Verdict]:
+    slo = next((o for o in mine if _target_of(o) is not None), None)
+    caps = [o for o in mine if "-cap-" in o.name]
+    if slo is None or not caps:
+        return []
+    t = _target_of(slo) or 2.0
+    runs = {o.name: ms.catch_up(o, sc.BEHIND_S, t) for o in mine}
+    evidence = "; ".join(
+        f"{o.name.removeprefix(o.config.group.replace(' / ', '-') + '-')}: caught up after "
+        f"{report.fmt(runs[o.name].caught_up_s, 0)} s, largest batch "
+        f"{runs[o.name].largest_batch:,}"
+        for o in mine
+    )
+    best_cap = min((runs[o.name].caught_up_s for o in caps), default=math.nan)
+    mine_s = runs[slo.name].caught_up_s
+    within = math.isfinite(mine_s) and math.isfinite(best_cap)
+    return [
+        Verdict(
+            f"{group}: slo catches up within {CATCH_UP_VS_CAP:g}x the better record cap's "
+            "time, then meets its target",
+            within and mine_s <= CATCH_UP_VS_CAP * best_cap and runs[slo.name].met_after,
+            evidence,
+        )
+    ]
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite and len(finite) == len(values) else math.nan
+
+
+def plot_workload(outcomes: Sequence[Outcome], workload: str, path: Path) -> Figure:
+    """p95 batch latency against CPU per record, one panel per load shape of ``workload``;
+    slo's targets as dashed lines in the colour of its points."""
+    mine = [o for o in outcomes if o.config.workload == workload]
+    groups = list(dict.fromkeys(o.config.group for o in mine))
+    fig = MplFigure(figsize=(4.0 * len(groups), 4.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(groups), squeeze=False)[0]
+    for ax, g in zip(axes, groups, strict=True):
+        for i, o in enumerate(o for o in mine if o.config.group == g):
+            x, y = ms.cpu(o), ms.p95_batch_latency(o)
+            if not (math.isfinite(x) and math.isfinite(y)):
+                continue
+            t = _target_of(o)
+            color = f"C{i % 10}"
+            marker = "*" if t is not None else ("s" if o.config.role == "trigger" else "o")
+            ax.scatter([x], [y], marker=marker, s=90 if t is not None else 40, color=color,
+                       facecolors=color if o.stable else "none")  # fmt: skip
+            label = o.name.removeprefix(g.replace(" / ", "-") + "-")
+            ax.annotate(label, (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points")
+            if t is not None:
+                ax.axhline(t, color=color, linestyle="--", linewidth=0.8)
+        ax.set_yscale("log")
+        ax.set_xlabel("CPU s per 1M records")
+        ax.set_ylabel("p95 batch latency (s)")
+        ax.set_title(g, fontsize=9)
+        ax.grid(alpha=0.3)
+    save_figure(fig, path, dpi=110)
+    return Figure(path, f"slo on {workload}: p95 batch latency vs CPU, targets dashed")
+
+
+EXPERIMENT = Slo()

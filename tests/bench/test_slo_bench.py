@@ -1,0 +1,145 @@
+"""``adabatch bench slo``: its runs, what it measures on them, and its analysis on outcomes
+the simulator produces (no Spark: the full experiment is hours on Spark; its ``--quick``
+version is in tests/bench/test_bench_quick.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from adabatch.bench.experiments import slo_measures as ms
+from adabatch.bench.experiments import slo_scenarios as sc
+from adabatch.bench.experiments.load import LoadSchedule
+from adabatch.bench.model import Config, Context, Outcome, Settings
+from adabatch.bench.registry import get_experiment
+from adabatch.metrics import BatchRecord, summarize
+from adabatch.runs.simulated import make_scenario, simulate
+
+
+def test_every_shape_of_every_workload_has_slo_beside_what_a_user_would_run() -> None:
+    configs = sc.all_configs(Settings(Path("/tmp/unused"), quick=False))
+    groups = {c.group for c in configs}
+    assert len(groups) == 3 * 7
+    for g in groups:
+        mine = [c for c in configs if c.group == g]
+        targets = sorted(c.params["target"] for c in mine if c.controller == "slo")
+        if g.endswith("catch-up"):
+            assert targets == [2.0]
+            caps = [c.source_options["maxRowsPerTrigger"] for c in mine if "-cap-" in c.name]
+            rate = sc.RATES[mine[0].workload]
+            assert caps == [20 * rate, 100 * rate]
+            assert all(c.source_options["startingBacklog"] == "300s" for c in mine)
+            assert {c.duration_s for c in mine} == {420.0}  # the backlog, then two minutes
+            continue
+        assert targets[-3:] == [1.0, 2.0, 5.0]
+        assert (0.2 in targets) == g.endswith("/ constant")
+        triggers = sorted(c.trigger for c in mine if c.role == "trigger")
+        assert triggers == sorted(f"processingTime:{t:g}s" for t in (0.5, 1, 2, 5))
+        assert {c.controller for c in mine} >= {"fixed-point", "isotonic", "adcom"}
+        assert sum(c.role == "spark-default" for c in mine) == 1
+    keys = [c for c in configs if c.group == "join / keys"]
+    assert all(c.source_options["keys_profile"] == "steps:500@0,40000@40s,500@80s" for c in keys)
+
+
+def test_only_the_cpu_shape_gets_a_background_load(tmp_path: Path) -> None:
+    exp = get_experiment("slo")
+    ctx = Context(Settings(tmp_path, quick=False), tmp_path / "slo")
+    configs = exp.configs(ctx.settings)
+    hooks = {c.name: exp.hook(c, ctx) for c in configs if c.workload == "reduce"}
+    loaded = [name for name, h in hooks.items() if h is not None]
+    assert loaded and all("-cpu-" in name for name in loaded)
+    hook = hooks[loaded[0]]
+    assert isinstance(hook, LoadSchedule)
+    assert [(w.start_s, w.end_s) for w in hook.windows] == [(40.0, 80.0)]
+
+
+def test_the_quick_version_fits_ci() -> None:
+    quick = sc.all_configs(Settings(Path("/tmp/unused"), quick=True))
+    assert [c.name for c in quick] == [
+        "reduce-constant-slo-2s",
+        "reduce-constant-spark-default",
+        "reduce-constant-trigger-1s",
+    ]
+    assert sum(c.duration_s for c in quick) <= 130
+
+
+def batch(i: int, *, latency: float, record_latency: float, records: int = 100) -> BatchRecord:
+    """Batch ``i``: 1 s interval cut at ``i + 1``, its latency all processing."""
+    p = latency - 1.0
+    return BatchRecord(
+        batch_id=i, interval_s=1.0, blocks=2, records=records, processing_s=p,
+        queue_delay_s=0.0, cut_at=i + 1.0, started_at=i + 1.0, finished_at=i + 1.0 + p,
+        latency_s=latency, record_latency_s=record_latency, rate_rps=records,
+    )  # fmt: skip
+
+
+def outcome(name: str, records: list[BatchRecord], *, controller: str = "slo", **kw) -> Outcome:
+    config = Config(name, workload="reduce", controller=controller, profile="constant:100",
+                    duration_s=float(len(records)), **kw)  # fmt: skip
+    summary = summarize(records, controller=controller, workload="reduce",
+                        profile="constant:100", duration_s=float(len(records)))  # fmt: skip
+    return Outcome(config, summary, tuple(records), Path("."))
+
+
+def test_catching_up_is_when_record_latency_stays_within_the_target() -> None:
+    behind = [batch(i, latency=1.5, record_latency=30.0 - i, records=5000) for i in range(20)]
+    live = [batch(i, latency=1.6, record_latency=1.2) for i in range(20, 40)]
+    o = outcome("x", behind + live)
+    result = ms.catch_up(o, behind_s=10.0, target=2.0)
+    assert result.caught_up_s == pytest.approx(live[0].finished_at - 10.0)
+    assert result.largest_batch == 5000 and result.met_after
+    never = outcome("y", behind)
+    assert ms.catch_up(never, behind_s=10.0, target=2.0).caught_up_s != pytest.approx(0)
+    assert not ms.catch_up(never, behind_s=10.0, target=2.0).met_after
+
+
+def test_the_best_trigger_is_the_cheapest_that_met_the_target() -> None:
+    fast = outcome("t1", [batch(i, latency=1.4, record_latency=1.0) for i in range(30)],
+                   controller="spark-default", trigger="processingTime:1s")  # fmt: skip
+    slow = outcome("t2", [batch(i, latency=2.5, record_latency=1.5) for i in range(30)],
+                   controller="spark-default", trigger="processingTime:2s")  # fmt: skip
+    fast = Outcome(fast.config, fast.summary.with_values(cpu_s_per_million_records=9.0),
+                   fast.records, fast.dir)  # fmt: skip
+    slow = Outcome(slow.config, slow.summary.with_values(cpu_s_per_million_records=5.0),
+                   slow.records, slow.dir)  # fmt: skip
+    assert ms.best_trigger([fast, slow], 2.0) is fast  # the cheaper one missed 2 s
+    assert ms.best_trigger([fast, slow], 3.0) is slow
+    assert ms.best_trigger([fast, slow], 1.0) is None
+    assert ms.over_target(slow, 2.0) == pytest.approx(1.0)
+
+
+def simulated(config: Config, settings: Settings) -> Outcome:
+    """The simulator standing in for Spark: a processingTime trigger as a static interval,
+    Spark's default as back-to-back 0.25 s batches."""
+    controller, params = config.controller, dict(config.params)
+    if config.role == "trigger":
+        seconds = float(config.trigger.split(":")[1].rstrip("s"))
+        controller, params = "static", {"interval": seconds}
+    elif config.role == "spark-default":
+        controller, params = "static", {"interval": 0.25}
+    scenario = make_scenario(config.workload, config.profile, config.duration_s,
+                             warmup=config.skip_s or 0.0)  # fmt: skip
+    result = simulate(scenario, controller, params)
+    run_dir = settings.out / "slo" / config.name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    busy = sum(r.processing_s for r in result.records)
+    cpu = 1e6 * busy / max(1, sum(r.records for r in result.records))
+    summary = result.summary.with_values(cpu_s_per_million_records=cpu)
+    return Outcome(config, summary, result.records, run_dir)
+
+
+def test_the_quick_analysis_on_simulated_outcomes(tmp_path: Path) -> None:
+    settings = Settings(tmp_path, quick=True)
+    exp = get_experiment("slo")
+    outcomes = [simulated(c, settings) for c in exp.configs(settings)]
+    analysis = exp.analyze(Context(settings, tmp_path / "slo"), outcomes)
+    assert analysis.figures and all(f.path.stat().st_size > 5_000 for f in analysis.figures)
+    claims = {v.claim: v for v in analysis.verdicts}
+    met = next(v for c, v in claims.items() if "meets a 2 s target" in c)
+    assert met.headline and met.holds, met.evidence
+    default = next(v for c, v in claims.items() if "Spark's default" in c)
+    assert default.headline and default.holds, default.evidence
+    assert any("best trigger" in c for c in claims)
+    table = analysis.tables[0]
+    assert "p95 batch (s)" in table.columns and len(table.rows) == 3
