@@ -12,6 +12,7 @@ stable.
 
     .venv/bin/python benchmarks/dybbs_sim.py --seeds 0 1 2 3 4   # ~1-2 min on one core
     .venv/bin/python benchmarks/dybbs_sim.py --seeds 0 1 --models default --workload join
+    .venv/bin/python benchmarks/dybbs_sim.py --models default --workload reduce --sigma 0.4
 
 The figures in the isotonic controller's docstring come from the first command.
 """
@@ -54,11 +55,16 @@ CONTROLLERS: dict[str, tuple[str, dict[str, Any]]] = {
 MODELS = {"default": {}, "local2": None}  # None: the workload's whole local[2] fit
 
 
-def run(workload: str, profile: str, seed: int, model: str, ctrl: str) -> dict[str, float]:
-    """One simulation: latency after and during the learning phase, blocks, stability."""
+def run(
+    workload: str, profile: str, seed: int, model: str, ctrl: str, sigma: float | None = None
+) -> dict[str, float]:
+    """One simulation: latency after and during the learning phase, blocks, stability;
+    ``sigma`` overrides the model's processing-time noise."""
     overrides = MODELS[model]
     if overrides is None:
         overrides = LOCAL2_FITS[workload]
+    if sigma is not None:
+        overrides = {**overrides, "sigma": sigma}
     sc = make_scenario(
         workload, profile, DURATION, seed=seed, model=overrides, warmup=f"{LEARNING:g}s"
     )
@@ -74,10 +80,13 @@ def run(workload: str, profile: str, seed: int, model: str, ctrl: str) -> dict[s
     }
 
 
-def table(model: str, seeds: list[int], profiles: list[tuple[str, str]]) -> list[str]:
+def table(
+    model: str, seeds: list[int], profiles: list[tuple[str, str]], sigma: float | None = None
+) -> list[str]:
     """The Markdown table of one cost model."""
+    noise = "" if sigma is None else f", noise sigma {sigma:g}"
     lines = [
-        f"**{model} model** (latency x+q+p in s after {LEARNING:g} s of learning: mean over "
+        f"**{model} model{noise}** (latency x+q+p in s after {LEARNING:g} s of learning: mean over "
         f"seeds {', '.join(map(str, seeds))} / worst seed; during learning; blocks; stable seeds)",
         "",
         "| workload | profile | controller | after (mean / worst) | learning | blocks | stable |",
@@ -85,7 +94,7 @@ def table(model: str, seeds: list[int], profiles: list[tuple[str, str]]) -> list
     ]
     for workload, profile in profiles:
         for ctrl in CONTROLLERS:
-            rows = [run(workload, profile, seed, model, ctrl) for seed in seeds]
+            rows = [run(workload, profile, seed, model, ctrl, sigma) for seed in seeds]
             after = [r["after"] for r in rows]
             lines.append(
                 f"| {workload} | {profile} | {ctrl} | {np.mean(after):.2f} / {max(after):.2f} "
@@ -102,12 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--workload", choices=("join", "reduce"), help="only this workload")
+    parser.add_argument("--sigma", type=float, help="processing-time noise (Spark: 0.3-0.4)")
     args = parser.parse_args(argv)
     profiles = [p for p in PROFILES if args.workload in (None, p[0])]
     started = time.monotonic()
     out = []
     for model in args.models:
-        out += [*table(model, args.seeds, profiles), ""]
+        out += [*table(model, args.seeds, profiles, args.sigma), ""]
     print("\n".join(out))
     print(f"({time.monotonic() - started:.0f} s wall)")
     return 0
