@@ -48,29 +48,36 @@ def ours(samples, name: str, source: bool = True) -> float | None:
     return samples.get((name, labels))
 
 
-def test_gauges_are_served_during_a_run_and_dropped_after(spark, tmp_path):
-    exporting = export_prometheus(spark, port=0)
+def start(spark, tmp_path, controller: str, params: dict):
+    """A query named ``QUERY`` reading the generator under ``controller`` into noop."""
     df = read_stream(
-        spark,
-        controller="static",
-        params={"interval": INTERVAL_S, "blocks": 2},
-        profile=f"constant:{RATE}",
-        keys=100,
+        spark, controller=controller, params=params, profile=f"constant:{RATE}", keys=100
     )
-    query = (
+    return (
         df.writeStream.format("noop")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .queryName(QUERY)
         .start()
     )
-    try:
-        deadline = time.monotonic() + WAIT_S
-        samples = scrape(exporting.port)
-        while not ours(samples, "adabatch_batch_records"):  # until a batch with records
-            assert query.isActive, query.exception()
-            assert time.monotonic() < deadline, samples
-            query.awaitTermination(0.2)
-            samples = scrape(exporting.port)
+
+
+def scrape_until(port: int, query, seen) -> dict:
+    """Scrape ``port`` until ``seen(samples)`` holds, while ``query`` runs; the samples."""
+    deadline = time.monotonic() + WAIT_S
+    samples = scrape(port)
+    while not seen(samples):
+        assert query.isActive, query.exception()
+        assert time.monotonic() < deadline, samples
+        query.awaitTermination(0.2)
+        samples = scrape(port)
+    return samples
+
+
+def test_gauges_are_served_during_a_run_and_dropped_after(spark, tmp_path):
+    exporting = export_prometheus(spark, port=0)
+    query = start(spark, tmp_path, "static", {"interval": INTERVAL_S, "blocks": 2})
+    try:  # until a batch with records
+        samples = scrape_until(exporting.port, query, lambda s: ours(s, "adabatch_batch_records"))
         assert query.isActive  # scraped during the run
     finally:
         query.stop()
@@ -92,27 +99,13 @@ def test_gauges_are_served_during_a_run_and_dropped_after(spark, tmp_path):
 
 def test_a_latency_target_shows_in_last_progress_and_in_the_gauges(spark, tmp_path):
     exporting = export_prometheus(spark, port=0)
-    df = read_stream(
-        spark,
-        controller="slo",
-        params={"target": 4.0, "blocks": 2},
-        profile=f"constant:{RATE}",
-        keys=100,
-    )
-    query = (
-        df.writeStream.format("noop")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .queryName(QUERY)
-        .start()
-    )
+    query = start(spark, tmp_path, "slo", {"target": 4.0, "blocks": 2})
     try:
-        deadline = time.monotonic() + WAIT_S
-        samples = scrape(exporting.port)
-        while ours(samples, "adabatch_target_seconds", source=False) is None:
-            assert query.isActive, query.exception()
-            assert time.monotonic() < deadline, samples
-            query.awaitTermination(0.2)
-            samples = scrape(exporting.port)
+        samples = scrape_until(
+            exporting.port,
+            query,
+            lambda s: ours(s, "adabatch_target_seconds", source=False) is not None,
+        )
         end = query.lastProgress["sources"][0]["endOffset"]
     finally:
         query.stop()

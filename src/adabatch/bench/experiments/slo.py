@@ -156,7 +156,7 @@ def _target_verdicts(
     """Met where a trigger met it; CPU near the best trigger's; at 2 s, half the default's."""
     out = []
     best = ms.best_trigger(mine, t)
-    lat, c = ms.p95_batch_latency(o), ms.cpu(o)
+    lat = ms.p95_batch_latency(o)
     if best is not None:
         out.append(
             Verdict(
@@ -166,31 +166,26 @@ def _target_verdicts(
                 headline=True,
             )
         )
-        r = ms.ratio(c, ms.cpu(best))
-        out.append(
-            Verdict(
-                f"{group}: at {t:g} s slo's CPU per record is at most {CPU_VS_BEST:g}x the "
-                "best trigger's that met it",
-                math.isfinite(r) and r <= CPU_VS_BEST,
-                f"{report.fmt(c, 1)} vs {report.fmt(ms.cpu(best), 1)} CPU s/M rec "
-                f"({best.config.trigger}): {report.fmt(r, 2)}x",
-                headline=True,
-            )
-        )
+        claim = f"{group}: at {t:g} s slo's CPU per record is at most {CPU_VS_BEST:g}x the best "
+        out.append(_cpu_verdict(claim + "trigger's that met it", o, best, CPU_VS_BEST, True))
     default = next((x for x in mine if x.config.role == "spark-default"), None)
     if t == 2.0 and default is not None and o.config.workload in ("reduce", "join"):
-        r = ms.ratio(c, ms.cpu(default))
-        out.append(
-            Verdict(
-                f"{group}: at 2 s slo's CPU per record is at most {CPU_VS_DEFAULT:g}x Spark's "
-                "default trigger's",
-                math.isfinite(r) and r <= CPU_VS_DEFAULT,
-                f"{report.fmt(c, 1)} vs {report.fmt(ms.cpu(default), 1)} CPU s/M rec: "
-                f"{report.fmt(r, 2)}x",
-                headline=quick,
-            )
-        )
+        claim = f"{group}: at 2 s slo's CPU per record is at most {CPU_VS_DEFAULT:g}x Spark's "
+        out.append(_cpu_verdict(claim + "default trigger's", o, default, CPU_VS_DEFAULT, quick))
     return out
+
+
+def _cpu_verdict(claim: str, o: Outcome, rival: Outcome, most: float, headline: bool) -> Verdict:
+    """``o``'s CPU per record is at most ``most`` times ``rival``'s."""
+    c, r = ms.cpu(o), ms.ratio(ms.cpu(o), ms.cpu(rival))
+    name = rival.config.trigger if rival.config.role == "trigger" else "Spark's default"
+    return Verdict(
+        claim,
+        math.isfinite(r) and r <= most,
+        f"{report.fmt(c, 1)} vs {report.fmt(ms.cpu(rival), 1)} CPU s/M rec ({name}): "
+        f"{report.fmt(r, 2)}x",
+        headline=headline,
+    )
 
 
 def _floor_verdict(group: str, o: Outcome) -> Verdict:
