@@ -389,6 +389,22 @@ def write_raw_metrics(outcomes: Sequence[Outcome], path: Path) -> Path:
     return path
 
 
+def publish_assets(result: ExperimentResult, assets: Path) -> ExperimentResult:
+    """Copy ``result``'s figures, CSV and raw metrics to ``assets/EXPERIMENT/`` (that
+    directory replaced, only if adabatch made it) and return the result pointing there."""
+    target = assets / check_name(result.experiment.name, "experiment name")
+    remove_tree(target, inside=assets, what="results directory")
+    mark_dir(target)
+    copied = []
+    for fig in result.analysis.figures:
+        dest = target / fig.path.name
+        shutil.copyfile(fig.path, dest)
+        copied.append(type(fig)(dest, fig.caption))
+    shutil.copyfile(result.csv, target / result.csv.name)
+    write_raw_metrics(result.outcomes, target / RAW_METRICS)
+    return _relocated(result, copied, target / result.csv.name)
+
+
 def _publish_sections(results: Sequence[ExperimentResult], docs_dir: Path) -> list[str]:
     """Copy every figure, CSV and the raw metrics to ``docs_dir/results/EXPERIMENT/``
     (the directory replaced) and return each experiment's section linking to them."""
@@ -396,29 +412,22 @@ def _publish_sections(results: Sequence[ExperimentResult], docs_dir: Path) -> li
     docs_dir.mkdir(parents=True, exist_ok=True)
     remove_tree(assets, inside=docs_dir, what="results directory")  # only one we made
     mark_dir(assets, what="results directory")
-    sections = []
-    for result in results:
-        target = mark_dir(assets / check_name(result.experiment.name, "experiment name"))
-        copied = []
-        for fig in result.analysis.figures:
-            dest = target / fig.path.name
-            shutil.copyfile(fig.path, dest)
-            copied.append(type(fig)(dest, fig.caption))
-        shutil.copyfile(result.csv, target / result.csv.name)
-        write_raw_metrics(result.outcomes, target / RAW_METRICS)
-        moved = _relocated(result, copied, target / result.csv.name)
-        sections.append(section_markdown(moved, link_base=docs_dir))
-    return sections
+    return [section_markdown(publish_assets(r, assets), link_base=docs_dir) for r in results]
+
+
+def headline_lines(results: Sequence[ExperimentResult]) -> list[str]:
+    """One bullet per headline verdict: the experiment, the claim, whether it held."""
+    return [
+        f"- `{r.experiment.name}`: {v.claim} — {'holds' if v.holds else 'does NOT hold'}."
+        for r in results
+        for v in r.analysis.verdicts
+        if v.headline
+    ]
 
 
 def _headlines(results: Sequence[ExperimentResult], missing: Sequence[str]) -> list[str]:
     """Every headline verdict, how many did not hold, and what did not run."""
-    lines = []
-    for r in results:
-        for v in (v for v in r.analysis.verdicts if v.headline):
-            lines.append(
-                f"- `{r.experiment.name}`: {v.claim} — {'holds' if v.holds else 'does NOT hold'}."
-            )
+    lines = headline_lines(results)
     failed = [v for r in results for v in r.analysis.verdicts if v.headline and not v.holds]
     if failed:
         lines += ["", f"{len(failed)} headline claim(s) did not hold on this run (see below)."]

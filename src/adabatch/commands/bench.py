@@ -7,7 +7,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from adabatch.bench import model, registry, runner
+from adabatch.bench import model, page, registry, runner
+from adabatch.bench.machine import machine_facts
 from adabatch.commands import Command
 from adabatch.commands.args import parse_int
 from adabatch.errors import AdabatchError
@@ -33,8 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--docs",
         default=None,
-        help="bench all: publish results.md and its figures into DOCS (default: into OUT; "
-        "the repository's docs/ is written only when named)",
+        help="publish into DOCS/results.md and DOCS/results/: bench all writes the page "
+        "afresh (default: into OUT), one experiment replaces only its own part of it "
+        "(default: nowhere); the repository's docs/ is written only when named",
     )
     parser.add_argument("--force", action="store_true", help="replace an earlier run in OUT")
     parser.add_argument("--resume", action="store_true", help="reuse finished configs in OUT")
@@ -50,7 +52,7 @@ def _command(args: argparse.Namespace) -> str:
     source = parse_source(getattr(args, "source", "generator"))
     if source.live:
         parts += ["--source", source.shown]
-    if args.experiment == "all" and args.docs is not None:
+    if args.docs is not None:
         parts += ["--docs", args.docs]
     return " ".join(shlex.quote(p) for p in parts)
 
@@ -98,12 +100,12 @@ def run(args: argparse.Namespace) -> int:
     }
     if args.experiment == "all":
         docs_dir = Path(args.docs) if args.docs is not None else settings.out
-        results, page, skipped = runner.run_all(settings, docs_dir=docs_dir, **kwargs)
+        results, written, skipped = runner.run_all(settings, docs_dir=docs_dir, **kwargs)
         for result in results:
             _print_result(result)
         for line in skipped:
             print(f"not run: {line}")
-        print(f"results page: {page}")
+        print(f"results page: {written}")
         if args.quick and skipped:
             return 1
     else:
@@ -113,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
             print(_producer_hint(experiment, settings, source))
         results = [runner.run_experiment(experiment, settings, **kwargs)]
         _print_result(results[0])
+        if args.docs is not None:
+            written = page.publish_experiment(results[0], Path(args.docs), facts=machine_facts())
+            print(f"results page: {written}")
     failed = [(r, v) for r in results for v in r.failed_headlines]
     if args.quick and failed:
         for r, v in failed:
