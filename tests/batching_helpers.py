@@ -23,18 +23,19 @@ class Scripted(Controller):
     name = "scripted"
     summary = "test helper"
 
-    def __init__(self, intervals, blocks=2, max_records=None):
+    def __init__(self, intervals, blocks=2, max_records=None, *, when_free=False):
         super().__init__()
         self.intervals = list(intervals)
         self.blocks = blocks
         self.max_records = max_records
+        self.when_free = when_free
         self.plans: list[float] = []
         self.reports: list[BatchReport] = []
 
     def plan(self, now: float) -> BatchPlan:
         self.plans.append(now)
         x = self.intervals[min(len(self.plans) - 1, len(self.intervals) - 1)]
-        return BatchPlan(x, self.blocks, self.max_records)
+        return BatchPlan(x, self.blocks, self.max_records, self.when_free)
 
     def observe(self, report: BatchReport) -> None:
         self.reports.append(report)

@@ -34,6 +34,40 @@ def test_cuts_on_schedule_and_measures_processing_and_queue_delay():
     assert ctrl.plans == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_when_free_cuts_after_the_batch_before_and_queues_nothing():
+    ctrl = Scripted([1.0], when_free=True)
+    cutter = BatchCutter(ctrl, constant(100))
+    assert cutter.poll(0.5).handed is None
+    assert (cutter.poll(1.0).handed.start, cutter.next_offset) == (0, 100)
+    # busy until 3.5: no cut at 2 or 3; the next one comes when the batch finishes and
+    # takes everything that arrived meanwhile (Spark's processingTime trigger)
+    poll = cutter.poll(3.5)
+    assert poll.queue_len == 0 and poll.report.processing_s == pytest.approx(2.5)
+    assert (poll.handed.start, poll.handed.end, poll.handed.cut_at) == (100, 350, 3.5)
+    assert poll.handed.interval_s == pytest.approx(2.5)
+    assert poll.report.left_records == 250  # what the batch cut at 3.5 now holds
+    # the window from 1.0 was planned again once batch 0's report was in, then cut
+    assert ctrl.plans == [0.0, 1.0, 1.0, 3.5]
+    poll = cutter.poll(3.7)  # finished early: the next cut keeps its schedule
+    assert poll.report is not None and poll.handed is None
+    assert cutter.next_cut_at() == pytest.approx(4.5)
+    assert cutter.poll(4.5).handed.records == 100
+
+
+def test_a_stream_started_behind_is_read_one_planned_batch_at_a_time():
+    ctrl = Scripted([1.0], max_records=120, when_free=True)
+    cutter = BatchCutter(ctrl, constant(100))
+    first = cutter.poll(300.0).handed  # 300 s of records wait: one window is cut, not 300
+    assert (first.start, first.end, first.cut_at) == (0, 100, 1.0)
+    assert ctrl.plans == [0.0, 1.0] and not cutter.queue
+    poll = cutter.poll(300.4)
+    assert poll.report.left_records == 30040 - 100  # the backlog, reported
+    assert (poll.handed.start, poll.handed.end, poll.handed.cut_at) == (100, 220, 300.4)
+    again = BatchCutter(Scripted([1.0], max_records=120, when_free=True), constant(100))
+    again.restore(cutter.state())
+    assert again.poll(300.5).handed == cutter.poll(300.5).handed
+
+
 def test_coalesce_merges_waiting_batches():
     cutter = BatchCutter(Scripted([1.0]), constant(100), queue="coalesce")
     cutter.poll(1.0)

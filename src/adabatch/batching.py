@@ -32,6 +32,15 @@ Without a controller (``spark-default``) a batch is cut at every call that finds
 idle and new records arrived: everything that has arrived goes into the next micro-batch,
 so Spark's trigger alone decides the batches, as in a plain Structured Streaming query.
 
+A plan with ``when_free`` follows Spark's processingTime trigger instead of the papers'
+queue: its cut comes at the end of its interval or, if a batch is still processing or
+waiting then, as soon as the last one finishes, and takes what has arrived by that moment
+(up to ``max_records``). Nothing is cut ahead to wait in the queue, and such a plan made
+before a report is made again once the controller has observed it (its window is not cut
+yet), so a controller planning that way decides every batch knowing the one before; a stream
+that starts behind (or a backlog under a cap) is read in batches planned one after
+another, not in the windows that fell due before any report.
+
 ``stop_at`` ends the stream: no batch is cut or handed out after it (a simulation's
 duration; Spark runs until the query stops).
 
@@ -197,6 +206,7 @@ class BatchCutter:
         self.in_flight_id = -1
         self.plan_start = start_at
         self.plan: BatchPlan | None = None  # the plan of the interval starting at plan_start
+        self.free_at = start_at  # when the last batch finished with none waiting
 
     # -- one latestOffset call -------------------------------------------------------------
 
@@ -235,6 +245,10 @@ class BatchCutter:
         if self.plan is None:
             self.plan = self.controller.plan(self.plan_start)
         cut_at = self.plan_start + self.plan.interval_s
+        if self.plan.when_free:
+            if self.in_flight is not None or self.queue:
+                return math.inf  # cut when the batch finishes (complete, then cut_due)
+            cut_at = max(cut_at, self.free_at)
         last = self.stop_at if self.end_at is None else min(self.stop_at, self.end_at)
         return cut_at if cut_at <= last else math.inf
 
@@ -247,9 +261,9 @@ class BatchCutter:
             if cut_at > now or (before and cut_at == now):
                 return cut
             assert self.plan is not None
-            cut.append(
-                self._cut(cut_at, self.plan.interval_s, self.plan.blocks, self.plan.max_records)
-            )
+            plan = self.plan
+            interval = cut_at - self.plan_start if plan.when_free else plan.interval_s
+            cut.append(self._cut(cut_at, interval, plan.blocks, plan.max_records))
             self.plan_start = cut_at
             self.plan = self.controller.plan(cut_at)  # type: ignore[union-attr]
             if len(cut) > MAX_CUTS_PER_POLL:
@@ -279,11 +293,17 @@ class BatchCutter:
             finished_at=now,
             block_processing_s=block_processing_s,
             left_records=self.waiting_records(now, self.peek),
+            queued_records=sum(b.records for b in self.queue),
         )
         self.in_flight = None
         self.started_at = None
+        if not self.queue:
+            self.free_at = now
         if self.controller is not None:
             self.controller.observe(report)
+            if self.plan is not None and self.plan.when_free and not self.queue:
+                # its window is not cut yet and was planned before this report: again
+                self.plan = self.controller.plan(self.plan_start)
         return report
 
     def cut_rest(self) -> list[CutBatch]:
@@ -452,6 +472,7 @@ class BatchCutter:
             "in_flight": None if self.in_flight is None else dataclasses.asdict(self.in_flight),
             "in_flight_id": self.in_flight_id,
             "started_at": self.started_at,
+            "free_at": self.free_at,
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -469,6 +490,7 @@ class BatchCutter:
         self.in_flight_id = int(state.get("in_flight_id", -1))
         started = state.get("started_at")
         self.started_at = None if started is None else float(started)
+        self.free_at = float(state.get("free_at", self.last_cut_at))
 
     def waiting_records(self, now: float, count: Callable[[float], int] | None = None) -> int:
         """Records arrived but not yet handed to Spark (queued or not yet cut); ``count``

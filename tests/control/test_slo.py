@@ -9,6 +9,7 @@ on a virtual clock; nothing is mocked.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -17,7 +18,9 @@ import numpy as np
 import pytest
 
 from adabatch.control import create
+from adabatch.control.base import BatchPlan, BatchReport, Controller
 from adabatch.control.slo import SloController
+from adabatch.control.slo_model import CATCH_UP_MAX_S
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
 from adabatch.profiles import parse_profile
@@ -271,6 +274,82 @@ def test_after_overload_the_backlog_drains_within_the_target_at_the_new_rate() -
     assert max(r.latency_s for r in after) <= 2.0 * 1.1
     assert not any(r.controller_state["slo_met"] for r in draining)  # records still wait
     assert out.records[-1].controller_state["mode"] == "target"
+
+
+# --- catch-up: a stream started five minutes behind -------------------------------------
+
+BEHIND_S = 300.0
+
+
+class _FixedCap(Controller):
+    """Spark's default trigger with a record cap (``maxOffsetsPerTrigger``): the next batch
+    as soon as the last one finishes, at most ``cap`` records: a user's usual fix."""
+
+    name = "fixed-cap"
+    summary = "test baseline"
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def plan(self, now: float) -> BatchPlan:
+        return BatchPlan(0.1, 2, self.cap, when_free=True)
+
+    def observe(self, report: BatchReport) -> None:
+        pass
+
+    def state(self) -> dict:
+        return {}
+
+    def restore(self, state: dict) -> None:
+        pass
+
+
+def _behind(workload: str, rate: int, ctrl: Controller) -> tuple[list[BatchRecord], float]:
+    """The batches of ``ctrl`` starting ``BEHIND_S`` behind a constant ``rate``, and the
+    seconds until the backlog was read (the first batch after the first that took fewer
+    records than its cap, or had none, finished)."""
+    model = make_workload(workload, LOCAL2_FITS[workload])
+    profile = parse_profile(f"constant:{rate}")
+    out = run_simulation(ctrl, model, profile, BEHIND_S + 300.0, behind_s=BEHIND_S)
+    assert not out.diverged
+    records = list(out.records)
+    done = next(
+        r.finished_at for r in records[1:] if r.max_records is None or r.records < r.max_records
+    )
+    return records, done - BEHIND_S
+
+
+@pytest.mark.parametrize(
+    ("workload", "rate", "target"), [("reduce", 50_000, 1.0), ("join", 2_000, 2.0)]
+)
+def test_a_stream_started_behind_is_read_at_full_speed_in_bounded_batches(
+    workload: str, rate: int, target: float
+) -> None:
+    records, took = _behind(workload, rate, SloController(target=target))
+    caps = [_behind(workload, rate, _FixedCap(s * rate))[1] for s in (20, 100)]
+    assert took <= 1.25 * min(caps), (took, caps)
+    # the first batch is one planned window, not the five minutes; none is unbounded
+    assert records[0].records <= rate * target
+    assert max(r.records for r in records) <= 100 * rate  # no more than the larger cap
+    assert max(r.processing_s for r in records) <= 1.5 * CATCH_UP_MAX_S
+    # a record's state is the decision made after it: the plan of the batch after it
+    draining = [
+        b for a, b in itertools.pairwise(records) if a.controller_state["mode"] == "catch-up"
+    ]
+    assert draining and all(r.queue_delay_s == 0.0 for r in draining)  # cut when free
+    # then the target holds again
+    after = [r for r in records if r.cut_at > BEHIND_S + took + 30.0]
+    assert p95_latency(after) <= target
+    assert {r.controller_state["mode"] for r in after} == {"target"}
+
+
+def test_spark_default_reads_the_whole_backlog_at_once_and_slo_does_not() -> None:
+    """What a cap is for: without one, the batch after the first holds everything."""
+    whole = _behind("join", 2_000, _FixedCap(10**9))[0]
+    assert whole[1].records >= 2_000 * BEHIND_S * 0.99
+    slo = _behind("join", 2_000, SloController(target=2.0))[0]
+    assert max(r.processing_s for r in slo) < 0.02 * max(r.processing_s for r in whole)
 
 
 # --- state --------------------------------------------------------------------------------

@@ -49,11 +49,17 @@ class BatchPlan:
     ``max_records`` caps the records admitted into the batch (admission control, used by
     ``pid``); ``None`` admits everything that arrives during the interval. Records beyond
     the cap stay in the source for later batches; nothing is dropped.
+
+    ``when_free`` cuts the batch at the end of the interval or, if processing is still
+    busy then, when it is free, with what has arrived by that moment (Spark's
+    processingTime trigger); by default batches are cut on schedule and queue (the
+    papers' model). See :mod:`adabatch.batching`.
     """
 
     interval_s: float
     blocks: int
     max_records: int | None = None
+    when_free: bool = False
 
     def __post_init__(self) -> None:
         if not (self.interval_s > 0 and math.isfinite(self.interval_s)):
@@ -76,8 +82,9 @@ class BatchReport:
     ``queue_delay_s = started_at - cut_at`` and ``processing_s = finished_at - started_at``.
     ``block_processing_s`` optionally gives each block's own busy time (for skew rules).
     ``left_records`` counts the records that had arrived but were in no handed-out batch
-    when this one finished (queued batches and the window being filled); ``None`` where
-    the driver does not know it.
+    when this one finished (queued batches and the window being filled), and
+    ``queued_records`` those of them already cut into queued batches; ``None`` where the
+    driver does not know it.
     """
 
     batch_id: int
@@ -91,6 +98,7 @@ class BatchReport:
     finished_at: float
     block_processing_s: tuple[float, ...] = field(default=())
     left_records: int | None = None
+    queued_records: int | None = None
 
     def __post_init__(self) -> None:
         if not (self.interval_s > 0 and math.isfinite(self.interval_s)):
@@ -105,9 +113,11 @@ class BatchReport:
                 f"finite and records = {self.records!r} >= 0"
             )
             raise AdabatchError(msg)
-        if self.left_records is not None and self.left_records < 0:
-            msg = f"batch {self.batch_id}: left_records = {self.left_records!r} must be >= 0"
-            raise AdabatchError(msg)
+        for name in ("left_records", "queued_records"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                msg = f"batch {self.batch_id}: {name} = {value!r} must be >= 0"
+                raise AdabatchError(msg)
 
     @property
     def rate_rps(self) -> float:

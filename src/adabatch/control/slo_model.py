@@ -26,6 +26,12 @@ from adabatch.control.fixed_point import IntervalBounds
 
 # Most candidate intervals one decision evaluates (a finer grid is sampled geometrically).
 MAX_GRID = 4000
+# A catch-up batch is the smallest whose records/s come within this share of the best of
+# any batch predicted to take at most CATCH_UP_MAX_S, and at most CATCH_UP_GROWTH times
+# the largest batch measured (the fit is not trusted further out than that).
+CATCH_UP_SHARE = 0.95
+CATCH_UP_MAX_S = 10.0
+CATCH_UP_GROWTH = 4.0
 _EPS = 1e-9
 # Most bins the memory keeps; beyond it the least recently updated bin is forgotten.
 MAX_BINS = 256
@@ -185,6 +191,10 @@ class ProcessingFit:
                 n = np.full_like(room, np.inf)
         return np.where(room >= 0, n, 0.0)
 
+    def largest(self, blocks: int) -> float:
+        """The most records of a batch in ``blocks`` blocks the memory holds (0: none)."""
+        return max((e[0] for (k, _), e in self.bins.items() if k == blocks), default=0.0)
+
     # ----------------------------------------------------------------- state
 
     def to_json(self) -> dict[str, Any]:
@@ -272,7 +282,7 @@ class Decision:
     """One outcome of the decision rule (module docstring); ``model_latency_s`` is
     ``L̂ = x + m_q·p̂`` without ``δ``, kept until the batch is reported."""
 
-    mode: str  # start, target, floor, overload
+    mode: str  # start, target, floor, overload, catch-up
     interval_s: float
     max_records: int | None = None
     predicted_latency_s: float | None = None
@@ -280,6 +290,25 @@ class Decision:
     processing_s: float | None = None  # predicted p at the percentile at the plan
     capacity_rps: float | None = None  # overload: the most records/s a stable batch takes
     model_latency_s: float | None = None
+
+
+def catch_up_records(fit: ProcessingFit, blocks: int, mean_margin: float, cap: int) -> int:
+    """Records of one catch-up batch: the smallest ``n`` whose throughput
+    ``n / (m_u·p̂(n))`` comes within ``CATCH_UP_SHARE`` of the best among the batches
+    predicted to take at most ``CATCH_UP_MAX_S``, within a factor ``CATCH_UP_GROWTH`` of
+    the largest batch measured, and at most ``cap``. Past it a larger batch buys little speed and
+    costs memory and latency. Before the fit, the largest allowed."""
+    top = float(fit.records_within(np.array([CATCH_UP_MAX_S / mean_margin]), blocks)[0])
+    top = min(top, CATCH_UP_GROWTH * max(fit.largest(blocks), 1.0), float(cap))
+    if not top > 1.0:
+        return 1
+    if not fit.fitted(blocks):  # the proportional start is flat: measure further out
+        return math.floor(top)
+    # nor below a quarter of it: a fit that sees no fixed cost per batch (flat
+    # records/s) must not shrink the batches to nothing
+    ns = np.geomspace(min(top, max(1.0, fit.largest(blocks) / CATCH_UP_GROWTH)), top, 256)
+    thr = ns / np.maximum(fit.predict(ns, blocks), _EPS)
+    return max(1, math.floor(ns[int(np.flatnonzero(thr >= CATCH_UP_SHARE * thr.max())[0])]))
 
 
 def interval_grid(bounds: IntervalBounds) -> np.ndarray:

@@ -278,12 +278,19 @@ def simulate_arrivals(
     diverge_delay_s: float | None = None,
     max_queue_batches: int = 100_000,
     on_progress: ProgressFn | None = None,
+    behind_s: float = 0.0,
 ) -> SimOutcome:
     """Simulate ``duration_s`` seconds of records from ``arrivals`` through ``model`` under
     ``controller``, batched by a :class:`~adabatch.batching.BatchCutter` in ``queue`` mode.
 
-    ``rng`` draws the processing noise. See :func:`run_simulation` for the rest.
+    ``rng`` draws the processing noise. ``behind_s``: processing starts that long after
+    the stream (a query started behind it, the source's ``startingBacklog``): nothing
+    happens before, and what fell due meanwhile is cut at that instant, as by Spark's
+    first call. See :func:`run_simulation` for the rest.
     """
+    if not 0.0 <= behind_s < duration_s:
+        msg = f"behind_s = {behind_s!r}: allowed 0 <= behind_s < the duration {duration_s:g} s"
+        raise AdabatchError(msg)
     # a RecordSource answers available() without side effects, so it is its own peek
     peek = getattr(arrivals, "peek", None)
     cutter = BatchCutter(controller, arrivals.available, queue=queue, stop_at=duration_s, peek=peek)
@@ -293,7 +300,7 @@ def simulate_arrivals(
         at, is_finish = sim.next_event()
         if math.isinf(at):
             break
-        now = at
+        now = max(at, behind_s)
         events += 1
         if on_progress is not None and events % PROGRESS_EVERY == 0:
             on_progress(now, duration_s, len(sim.records))
@@ -325,6 +332,7 @@ def run_simulation(
     diverge_delay_s: float | None = None,
     max_queue_batches: int = 100_000,
     on_progress: ProgressFn | None = None,
+    behind_s: float = 0.0,
 ) -> SimOutcome:
     """Simulate ``duration_s`` seconds of ``profile`` through ``model`` under ``controller``.
 
@@ -351,4 +359,5 @@ def run_simulation(
         diverge_delay_s=diverge_delay_s,
         max_queue_batches=max_queue_batches,
         on_progress=on_progress,
+        behind_s=behind_s,
     )
