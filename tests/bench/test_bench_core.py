@@ -379,3 +379,21 @@ def test_results_page_refuses_a_results_dir_it_did_not_make(tmp_path: Path) -> N
     report.write_results_page([result], docs, command="adabatch bench all", facts={})  # ours
     assert (docs / "results" / ".adabatch").is_file()
     assert (docs / "results" / "tiny" / "summaries.csv").is_file()
+
+
+def test_the_upfront_check_marks_the_run_directories_it_creates(tmp_path: Path) -> None:
+    """The check opens every run's database in its run directory before the first run; a
+    ``--resume`` of a bench interrupted before a config started must be able to clear it."""
+    from adabatch.bench import runner
+    from adabatch.outputs import is_marked, remove_tree
+
+    exp = registry.get_experiment("dybbs")
+    settings = Settings(tmp_path, quick=True)
+    configs = list(exp.configs(settings))
+    foreign = tmp_path / "dybbs" / configs[1].name
+    foreign.mkdir(parents=True)
+    runner.check_inputs(configs, tmp_path / "dybbs", settings, "generator")
+    first = tmp_path / "dybbs" / configs[0].name
+    assert (first / "results.sqlite").is_file() and is_marked(first)
+    assert remove_tree(first, inside=tmp_path / "dybbs")  # what --resume does to rerun it
+    assert not is_marked(foreign)  # a directory that was there is not claimed

@@ -221,7 +221,7 @@ def run_experiment(
     ``summaries.csv``, the figures, ``section.md`` and ``bench.json`` (see
     :mod:`adabatch.bench.model`); every run reads ``source`` (see the module docstring)."""
     from adabatch.bench import report
-    from adabatch.runs.spark_job import SPARK_CONF, check_run
+    from adabatch.runs.spark_job import SPARK_CONF
     from adabatch.spark import get_spark
 
     exp_dir = Path(settings.out) / experiment.name
@@ -240,8 +240,7 @@ def run_experiment(
     if source != GENERATOR:
         marker["source"] = parse_source(source).shown
     _write_marker(exp_dir, marker)
-    for c in configs:  # every input checked before the first run starts
-        check_run(_run_config(c, exp_dir / c.name, settings, source))
+    check_inputs(configs, exp_dir, settings, source)
     if spark is None:
         spark = get_spark(settings.master, conf=SPARK_CONF)
     wall0 = time.time()
@@ -274,6 +273,19 @@ def run_experiment(
     )
     _write_marker(exp_dir, marker)
     return result
+
+
+def check_inputs(configs: Sequence[Config], exp_dir: Path, settings: Settings, source: str) -> None:
+    """Check every config's run before the first starts. The check opens each run's
+    database, in its run directory: one it creates is marked as ours, so that ``--resume``
+    may clear it like any run that did not finish."""
+    from adabatch.runs.spark_job import check_run
+
+    for c in configs:
+        run_dir = exp_dir / c.name
+        if not run_dir.exists():
+            mark_dir(run_dir, what="run directory")
+        check_run(_run_config(c, run_dir, settings, source))
 
 
 def _warm_up(
