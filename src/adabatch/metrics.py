@@ -71,6 +71,7 @@ class BatchRecord:
     rate_rps: float
     max_records: int | None = None
     queue_len: int = 0  # batches waiting (cut, not started) when this one finished
+    left_records: int | None = None  # records arrived and not yet handed out, then
     controller_state: dict[str, Any] = field(default_factory=dict)
     advised_interval_s: float | None = None
     advised_blocks: int | None = None
@@ -105,6 +106,7 @@ class BatchRecord:
             rate_rps=report.rate_rps,
             max_records=max_records,
             queue_len=queue_len,
+            left_records=report.left_records,
             controller_state=dict(controller_state or {}),
             advised_interval_s=None if advice is None else advice.interval_s,
             advised_blocks=None if advice is None else advice.blocks,

@@ -331,6 +331,7 @@ def test_a_stream_started_behind_is_read_at_full_speed_in_bounded_batches(
     assert took <= 1.25 * min(caps), (took, caps)
     # the first batch is one planned window, not the five minutes; none is unbounded
     assert records[0].records <= rate * target
+    assert records[0].left_records >= rate * (BEHIND_S - target)  # the backlog, per batch
     assert max(r.records for r in records) <= 100 * rate  # no more than the larger cap
     assert max(r.processing_s for r in records) <= 1.5 * CATCH_UP_MAX_S
     # a record's state is the decision made after it: the plan of the batch after it
