@@ -70,6 +70,35 @@ def test_a_phase_scores_only_the_batches_cut_in_it() -> None:
     assert math.isnan(Phase("later", 40.0, 60.0).score(outcome, s, profile))
 
 
+def test_against_the_paper_locates_where_isotonic_loses() -> None:
+    """Isotonic's batches wait longer intervals than FPI's and process as fast: the text
+    says how it compares with both FPIs, the paper's figure, and that the interval is
+    where it loses."""
+    s = dybbs.Scenario6("reduce-sine", "reduce", "constant:1000", (1000.0,))
+    profile = parse_profile(s.profile)
+
+    def run(name: str, interval: float) -> Outcome:
+        records = tuple(batch(t, interval, 0.3) for t in range(1, 40))
+        config = Config(name, workload="reduce", controller="isotonic", profile=s.profile,
+                        duration_s=40.0)  # fmt: skip
+        summary = summarize(
+            records, controller="x", workload="reduce", profile=s.profile, duration_s=40.0
+        )
+        return Outcome(config, summary, records, Path("."))
+
+    named = {
+        dybbs.ISOTONIC: run("i", 1.0),
+        dybbs.FPI: run("f", 0.5),
+        dybbs.FPI_100MS: run("f100", 2.0),
+    }
+    text = dybbs._against(s, named, Phase("after", 10.0, 40.0), profile)
+    assert text.startswith("reduce-sine: isotonic 1.30 s, -43% against FPI at 100 ms blocks")
+    assert "(paper -35%)" in text and "+62% against FPI with 2 blocks" in text
+    assert "interval +0.50 s, queue +0.00 s, processing +0.00 s" in text
+    named[dybbs.FPI] = run("f", 1.5)  # isotonic wins: nothing to locate
+    assert "where" not in dybbs._against(s, named, Phase("after", 10.0, 40.0), profile)
+
+
 def test_full_runs_compare_like_for_like_baselines(tmp_path: Path) -> None:
     """Ten minutes; FPI at 2 blocks and at the paper's 100 ms; isotonic from 100 ms told
     the cores, and without block sizing."""
