@@ -4,6 +4,7 @@ version is in tests/bench/test_bench_quick.py)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from adabatch.bench.experiments import slo_measures as ms
 from adabatch.bench.experiments import slo_scenarios as sc
 from adabatch.bench.experiments.load import LoadSchedule
+from adabatch.bench.experiments.sink_check import SinkCheck
 from adabatch.bench.model import Config, Context, Outcome, Settings
 from adabatch.bench.registry import get_experiment
 from adabatch.metrics import BatchRecord, summarize
@@ -20,8 +22,13 @@ from adabatch.runs.simulated import make_scenario, simulate
 def test_every_shape_of_every_workload_has_slo_beside_what_a_user_would_run() -> None:
     configs = sc.all_configs(Settings(Path("/tmp/unused"), quick=False))
     groups = {c.group for c in configs}
-    assert len(groups) == 3 * 7
-    for g in groups:
+    assert len(groups) == 3 * 7 + 1
+    overload = [c for c in configs if c.group == "reduce / overload"]
+    assert [(c.controller, c.params, c.duration_s) for c in overload] == [
+        ("slo", {"target": 2.0}, sc.OVERLOAD_S)
+    ]
+    assert overload[0].profile == f"constant:{sc.OVERLOAD_RATE}"
+    for g in groups - {"reduce / overload"}:
         mine = [c for c in configs if c.group == g]
         targets = sorted(c.params["target"] for c in mine if c.controller == "slo")
         if g.endswith("catch-up"):
@@ -47,6 +54,7 @@ def test_only_the_cpu_shape_gets_a_background_load(tmp_path: Path) -> None:
     ctx = Context(Settings(tmp_path, quick=False), tmp_path / "slo")
     configs = exp.configs(ctx.settings)
     hooks = {c.name: exp.hook(c, ctx) for c in configs if c.workload == "reduce"}
+    assert isinstance(hooks.pop("reduce-overload-slo-2s"), SinkCheck)
     loaded = [name for name, h in hooks.items() if h is not None]
     assert loaded and all("-cpu-" in name for name in loaded)
     hook = hooks[loaded[0]]
@@ -143,3 +151,66 @@ def test_the_quick_analysis_on_simulated_outcomes(tmp_path: Path) -> None:
     assert any("best trigger" in c for c in claims)
     table = analysis.tables[0]
     assert "p95 batch (s)" in table.columns and len(table.rows) == 3
+
+
+def test_the_overload_sink_check_finds_a_lost_or_doubled_record(tmp_path: Path) -> None:
+    """The sink against the generator's first records: equal, then one record short on a
+    key, then the verdict on a run whose queue grew."""
+    from adabatch.bench.experiments import slo
+    from adabatch.bench.experiments.live_producer import TOTALS_TABLE
+    from adabatch.bench.experiments.sink_check import SINK_FILE, check_sink
+    from adabatch.runs.produce import generator_totals
+
+    config = Config("reduce-overload-slo-2s", workload="reduce", controller="slo",
+                    profile="constant:1000", duration_s=10.0, params={"target": 2.0},
+                    group="reduce / overload", labels={"shape": "overload"})  # fmt: skip
+    totals = generator_totals(config.profile, 5000, seed=4, keys=config.keys)
+
+    def write(rows: dict) -> None:
+        (tmp_path / "results.sqlite").unlink(missing_ok=True)
+        with sqlite3.connect(tmp_path / "results.sqlite") as con:
+            con.execute(f"CREATE TABLE {TOTALS_TABLE} (run_id TEXT, key BIGINT, records BIGINT, "
+                        "value_sum DOUBLE PRECISION)")  # fmt: skip
+            con.executemany(f"INSERT INTO {TOTALS_TABLE} VALUES ('r', ?, ?, ?)",
+                            [(k, n, v) for k, (n, v) in rows.items()])  # fmt: skip
+
+    write(totals)
+    assert check_sink(config, tmp_path, seed=4) == {
+        "committed": 5000, "exactly_once": True, "mismatched_keys": 0,
+    }  # fmt: skip
+    assert check_sink(config, tmp_path, seed=5)["exactly_once"] is False  # other records
+    key = next(iter(totals))
+    write({**totals, key: (totals[key][0] - 1, totals[key][1])})
+    assert check_sink(config, tmp_path, seed=4)["mismatched_keys"] >= 1
+
+    def run(queue: int) -> Outcome:
+        records = tuple(
+            BatchRecord(
+                i,
+                1.0,
+                2,
+                100,
+                0.9,
+                0.0,
+                i + 1.0,
+                i + 1.0,
+                i + 1.9,
+                1.9,
+                1.4,
+                100.0,
+                max_records=100,
+                queue_len=queue,
+                controller_state={"mode": "overload"},
+            )
+            for i in range(5)
+        )
+        summary = summarize(records, controller="slo", workload="reduce",
+                            profile=config.profile, duration_s=10.0)  # fmt: skip
+        return Outcome(config, summary, records, tmp_path)
+
+    (tmp_path / SINK_FILE).write_text('{"committed": 500, "exactly_once": true}')
+    ok = slo._overload_verdict("reduce / overload", run(1))
+    assert ok.holds and ok.headline and "5 of 5 batches capped" in ok.evidence
+    assert not slo._overload_verdict("reduce / overload", run(5)).holds
+    (tmp_path / SINK_FILE).write_text('{"committed": 500, "exactly_once": false}')
+    assert not slo._overload_verdict("reduce / overload", run(1)).holds

@@ -29,6 +29,7 @@ from adabatch.bench.experiments import slo_measures as ms
 from adabatch.bench.experiments import slo_scenarios as sc
 from adabatch.bench.experiments.load import LoadSchedule, LoadWindow
 from adabatch.bench.experiments.resources import load_workers
+from adabatch.bench.experiments.sink_check import SinkCheck, read_sink
 from adabatch.bench.model import (
     Analysis,
     Config,
@@ -43,6 +44,7 @@ from adabatch.outputs import save_figure
 
 CPU_VS_BEST = 1.10  # slo's CPU per record at most this times the best trigger's
 CPU_VS_DEFAULT = 0.5  # at a 2 s target, at most this times Spark's default
+OVERLOAD_QUEUE = 2  # most batches waiting under overload (cut when free: at most one)
 CATCH_UP_VS_CAP = 1.25  # catch-up time at most this times the better record cap's
 FLOOR_BATCHES = 10  # a target below the floor is reported within this many batches
 
@@ -61,7 +63,9 @@ class Slo(Experiment):
     description = (
         "Reduce, join and window under seven load shapes (constant, sine, Markov, 4x bursts, "
         f"keys {sc.FEW_KEYS} -> {sc.MANY_KEYS} -> {sc.FEW_KEYS}, a background CPU load, a "
-        f"query {sc.BEHIND_S / 60:g} minutes behind). Per shape: slo at targets "
+        f"query {sc.BEHIND_S / 60:g} minutes behind), and reduce overloaded at "
+        f"{sc.OVERLOAD_RATE:,} records/s for {sc.OVERLOAD_S:g} s (slo at 2 s alone, its sink "
+        "checked against the generator). Per shape: slo at targets "
         f"{', '.join(f'{t:g} s' for t in sc.TARGETS)}; Spark's default trigger; processingTime "
         f"{', '.join(f'{t:g} s' for t in sc.TRIGGERS)}; {', '.join(sc.ADAPTIVE)}; slo at "
         f"{sc.FLOOR_TARGET:g} s (below the floor) on the constant shape. Catching up: slo at "
@@ -73,8 +77,11 @@ class Slo(Experiment):
     def configs(self, settings: Settings) -> list[Config]:
         return sc.all_configs(settings)
 
-    def hook(self, config: Config, ctx: Context) -> LoadSchedule | None:
-        if config.labels.get("shape") != "cpu":
+    def hook(self, config: Config, ctx: Context) -> LoadSchedule | SinkCheck | None:
+        shape = config.labels.get("shape")
+        if shape == "overload":
+            return SinkCheck(config, ctx.dir / config.name, ctx.settings.seed)
+        if shape != "cpu":
             return None
         start, end = sc.load_window(config.duration_s)
         return LoadSchedule([LoadWindow(start, end, load_workers())])
@@ -136,6 +143,9 @@ def _verdicts(outcomes: Sequence[Outcome], groups: Sequence[str], *, quick: bool
         mine = [o for o in outcomes if o.config.group == g]
         if g.endswith("/ catch-up"):
             out += _catch_up_verdicts(g, mine)
+            continue
+        if g.endswith("/ overload"):
+            out += [_overload_verdict(g, o) for o in mine]
             continue
         for o in mine:
             t = _target_of(o)
@@ -255,6 +265,24 @@ def _catch_up_verdicts(group: str, mine: Sequence[Outcome]) -> list[Verdict]:
             evidence,
         )
     ]
+
+
+def _overload_verdict(group: str, o: Outcome) -> Verdict:
+    """Under a rate no interval keeps up with: batches capped, the queue bounded, and the
+    sink holds exactly the first records generated, each once."""
+    sink = read_sink(o)
+    modes = {r.controller_state.get("mode") for r in o.records}
+    queue = max((r.queue_len for r in o.records), default=0)
+    capped = sum(r.max_records is not None for r in o.records)
+    return Verdict(
+        f"{group}: slo caps its batches, the queue stays within {OVERLOAD_QUEUE} batches, "
+        "and the sink holds every record it read exactly once",
+        "overload" in modes and queue <= OVERLOAD_QUEUE and sink.get("exactly_once") is True,
+        f"{capped} of {len(o.records)} batches capped, largest queue {queue}, "
+        f"{sink.get('committed', 0):,} records committed, "
+        f"{sink.get('mismatched_keys', '-')} keys differ from the generator's",
+        headline=True,
+    )
 
 
 def _mean(values: Sequence[float]) -> float:

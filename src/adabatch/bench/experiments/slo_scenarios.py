@@ -12,6 +12,7 @@ shapes differ only in how the load changes.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,9 @@ CHANGE_AT, CHANGE_UNTIL = 1 / 3, 2 / 3
 FEW_KEYS, MANY_KEYS = 500, 40000
 BEHIND_S = 300.0  # catch-up: the query starts this far behind
 CAP_BATCH_S = (20.0, 100.0)  # catch-up: the two record caps, in seconds of arrivals
+# overload, reduce only (its sink's per-key totals are checked against the generator): a
+# rate no interval keeps up with on local[2] (a 320,000-record batch took 1.5 s there)
+OVERLOAD_RATE, OVERLOAD_S = 2_000_000, 60.0
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class Shape:
     """One load shape of a workload: a group of the experiment's tables."""
 
     workload: str
-    name: str  # constant, sine, markov, bursts, keys, cpu, catch-up
+    name: str  # constant, sine, markov, bursts, keys, cpu, catch-up, overload
     profile: str
     source_options: dict[str, Any] = field(default_factory=dict)
 
@@ -59,6 +63,7 @@ def shapes(workload: str, duration_s: float) -> list[Shape]:
     r = RATES[workload]
     a, b = round(duration_s * CHANGE_AT), round(duration_s * CHANGE_UNTIL)
     burst = 4 * r
+    overload = [Shape(workload, "overload", f"constant:{OVERLOAD_RATE}")]
     return [
         Shape(workload, "constant", f"constant:{r}"),
         Shape(workload, "sine", f"sine:{r // 2}:{r * 3 // 2}:{duration_s / 2:g}s"),
@@ -75,6 +80,7 @@ def shapes(workload: str, duration_s: float) -> list[Shape]:
         ),
         Shape(workload, "cpu", f"constant:{r}"),  # the experiment's hook adds the load
         Shape(workload, "catch-up", f"constant:{r}", {"startingBacklog": f"{BEHIND_S:g}s"}),
+        *(overload if workload == "reduce" else []),
     ]
 
 
@@ -93,7 +99,8 @@ def cap_name(seconds_of_arrivals: float) -> str:
 
 def shape_configs(shape: Shape, duration_s: float, warmup_s: float) -> list[Config]:
     """The runs of one shape: ``slo`` at every target and the baselines in the same
-    conditions; for catch-up, Spark's default and two record caps against ``slo``."""
+    conditions; for catch-up, Spark's default and two record caps against ``slo``; under
+    overload, ``slo`` at 2 s alone."""
     keys = MANY_KEYS if "keys_profile" in shape.source_options else KEYS
     behind = BEHIND_S if shape.name == "catch-up" else 0.0  # stream time 0 lies that far back
     common: dict[str, Any] = {
@@ -121,6 +128,8 @@ def shape_configs(shape: Shape, duration_s: float, warmup_s: float) -> list[Conf
             )
         default = spark_baselines(triggers=(), prefix=prefix, **common)
         return [slo[1], *default, *caps]
+    if shape.name == "overload":  # slo alone: Spark's own choices would grow without bound
+        return [dataclasses.replace(slo[1], duration_s=OVERLOAD_S)]
     out = slo + [Config(f"{prefix}{name}", controller=name, **common) for name in ADAPTIVE]
     out += spark_baselines(triggers=TRIGGERS, prefix=prefix, **common)
     if shape.name == "constant":
