@@ -18,13 +18,13 @@ from adabatch.profiles import parse_profile
 
 def test_levels_and_their_shares_of_time() -> None:
     sine, markov = SCENARIOS[0], SCENARIOS[1]
-    assert sine.level_of(60_000) == 0 and sine.level_of(300_000) == 2
-    assert markov.levels == (60_000, 180_000, 300_000)
+    assert sine.level_of(30_000) == 0 and sine.level_of(150_000) == 2
+    assert markov.levels == (30_000, 90_000, 150_000)
     for s in (sine, markov):
         shares = level_shares(s, parse_profile(s.profile), 5.0, 45.0)
         assert sum(shares.values()) == pytest.approx(1.0)
     assert set(level_shares(sine, parse_profile(sine.profile), 5.0, 35.0)) == {0, 1, 2}
-    # the trough of the sine only: 60,000/s at t = 22.5 s of a 30 s period from the middle
+    # the trough of the sine only: 30,000/s at t = 22.5 s of a 30 s period from the middle
     assert set(level_shares(sine, parse_profile(sine.profile), 21.0, 24.0)) == {0}
 
 
