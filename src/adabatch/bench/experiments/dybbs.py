@@ -72,14 +72,14 @@ def _markov(key: str, workload: str, rates: Sequence[float], dwell_s: float) -> 
 
 # Rates where the per-record work, not only the per-batch overhead, sets the interval on
 # local[2], with every peak within what the machine sustains, as in the paper's scenarios.
-# Measured on this host (2026-11-27): Reduce over 1,000 keys p ~ 0.1 s + 3.9 us per record
-# (200,000 records in 0.86 s at a 2 s interval; the same on the code of 2026-11-24), so a
-# 300,000/s peak (the rates first set here, on a host where the fit was 0.23 s + 0.9 us per
-# record: 0.41 s for 200,000) exceeded what any interval sustains and queues grew; Join
-# over one key p = 0.55 s at 0.5 s of 5,000/s (one block) and 0.63 s at 1 s (two blocks),
-# 0.87 s at 0.5 s of 10,000/s. The peaks
-# keep Reduce's per-record load near 60 % of each second and Join's batches under their
-# interval at 1 s; the rates keep the first scenarios' spread (5:1 and 2.5:1).
+# Measured: Reduce over 1,000 keys p ~ 0.1 s + 3.9 us per record (200,000 records in
+# 0.86 s at a 2 s interval, with this code and with the code the first rates were set
+# with), so the first rates' 300,000/s peak (set on a host where the fit was 0.23 s +
+# 0.9 us per record: 0.41 s for 200,000) exceeded what any interval sustains here and
+# queues grew. Join over one key: p = 0.55 s at 0.5 s of 5,000/s (one block), 0.63 s at
+# 1 s (two blocks), 0.87 s at 0.5 s of 10,000/s. The peaks keep Reduce's per-record load
+# near 60 % of each second and Join's batches under their interval at 1 s; the rates keep
+# the first scenarios' spread (5:1 and 2.5:1).
 SCENARIOS = (
     _sine("reduce-sine", "reduce", 30_000, 150_000, 30.0),
     _markov("reduce-markov", "reduce", (30_000, 90_000, 150_000), 10.0),
