@@ -30,8 +30,10 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
     P(x) = p̂(r·x, k)
     L(x) = x + 0 + m_q·P(x) + δ         batch latency x + q + p at the percentile; q = 0
                                         because only stable intervals are candidates
-    S    = {x : m_u·P(x) <= u·x}        stable: mean processing at most ``utilisation``
-                                        of the interval (room for noise, no queue)
+    S    = {x : m_u·P(x) <= u·x,        stable: mean processing at most ``utilisation``
+            r·x <= 4·n_max}             of the interval (room for noise, no queue), and
+                                        a batch at most 4 times the largest measured
+                                        (``n_max``): the fit is not trusted further out
     x_cpu = the longest x in S with the least P(x)/x: past it p grows faster than x, a
             longer interval costs more CPU per record and runs toward the Type-II crossing
             (fixed-point §3.3.3), so no interval past it is chosen
@@ -55,21 +57,21 @@ cut as soon as the one before finishes. A stream that starts minutes behind is r
 the machine's speed in batches of bounded size, not as one batch (Spark's default) nor in
 target-sized ones; the target applies again once the backlog is gone.
 
-The plans of modes start, catch-up and overload are cut when processing is free
-(``BatchPlan.when_free``, Spark's processingTime rule): no batch is cut ahead of a report
-to wait in a queue, so the queue stays empty and each capped batch is planned knowing the
-one before. A queue that exists (after a rate step) drains faster the longer the interval
-(less overhead per record), and the rule already picks the longest it allows, so q is not
-predicted. While records wait in the source (estimated backlog > 0) every plan caps its
-batch at ``n_cap(x)``. A batch is *capped* when it holds exactly the cap planned; its
-records/interval is then not the arrival rate. Where the report says how many records the
-source still holds (``left_records``: the batching model fills it in Spark and in the
-simulator), the arrival rate between two reports is ``(records + left - left_before) /
-(time between)``, so a rate that changes under caps is seen at once, and the backlog is
-``left`` outside queued batches minus what arrived within one interval of the batch's
-cut. Without it the backlog is estimated: the rate keeps its last uncapped value, the
-backlog grows by ``r·x - records`` per capped batch, and an uncapped batch means it is
-gone.
+The plans of modes start, catch-up and overload, and every capped plan, are cut when
+processing is free (``BatchPlan.when_free``, Spark's processingTime rule): no batch is
+cut ahead of a report to wait in a queue, so the queue stays empty and each capped batch
+is planned knowing the one before. A queue that exists (after a rate step) drains faster
+the longer the interval (less overhead per record), and the rule already picks the
+longest it allows, so q is not predicted. While records wait in the source (estimated
+backlog > 0) every plan caps its batch at ``n_cap(x)``. A batch is *capped* when it holds
+exactly the cap planned; its records/interval is then not the arrival rate. Where the
+report says how many records the source still holds (``left_records``: the batching model
+fills it in Spark and in the simulator), the arrival rate between two reports is
+``(records + left - left_before) / (time between)``, so a rate that changes under caps is
+seen at once, and the backlog is ``left`` outside queued batches minus what arrived
+within one interval of the batch's cut. Without it the backlog is estimated: the rate
+keeps its last uncapped value, the backlog grows by ``r·x - records`` per capped batch,
+and an uncapped batch means it is gone.
 
 Until the fit has two record-count bins the model is the latest batch scaled in
 proportion (:class:`~adabatch.control.slo_model.ProcessingFit`), and a plan it cannot
@@ -298,7 +300,8 @@ class SloController(Controller):
             self._pending[round(now + d.interval_s, 6)] = round(d.model_latency_s, 6)
             while len(self._pending) > PENDING_KEPT:
                 del self._pending[next(iter(self._pending))]
-        return BatchPlan(d.interval_s, self.params.blocks, d.max_records, d.mode in WHEN_FREE)
+        free = d.mode in WHEN_FREE or d.max_records is not None  # a capped batch too
+        return BatchPlan(d.interval_s, self.params.blocks, d.max_records, free)
 
     def observe(self, report: BatchReport) -> None:
         self._observed += 1
