@@ -276,3 +276,29 @@ def test_bench_runs_read_the_source_each_from_its_start(tmp_path: Path) -> None:
     written = runner._config_dict(config, src)
     assert written["source"] == "redis://:***@127.0.0.1:6379/0/ev"
     assert "source" not in runner._config_dict(config, "generator")  # earlier runs still match
+
+
+def test_a_restart_checks_the_saved_query_with_the_cores_spark_filled_in(tmp_path: Path) -> None:
+    from adabatch.runs.spark_job import _source_options
+    from adabatch.streaming.options import parse_options
+    from adabatch.streaming.state import save_state
+
+    def cfg(**params: str) -> RunConfig:
+        return RunConfig(
+            workload="reduce",
+            controller="isotonic",
+            profile="constant:10",
+            duration_s=10,
+            out_dir=tmp_path,
+            params=params,
+        )
+
+    # what the stream saved: read_stream filled cores from Spark's parallelism
+    query = parse_options(_source_options(cfg(cores="2"))).fingerprint()
+    save_state(cfg().state_path, {"query": query})
+    check_run(cfg())  # cores left to Spark, as in the first run: the same query
+    check_run(cfg(cores="2"))
+    with pytest.raises(AdabatchError, match="different query: params"):
+        check_run(cfg(cores="3"))
+    with pytest.raises(AdabatchError, match="different query: params"):
+        check_run(cfg(cores="2", initial_interval="0.5"))
