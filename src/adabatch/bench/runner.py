@@ -2,7 +2,9 @@
 and :func:`run_all` (``adabatch bench all``, which also writes ``docs/results.md``).
 
 Before the first config, an unmeasured ``spark-default`` run of ``Experiment.warmup_s``
-stream seconds (directory ``warmup/``) warms the session. An output directory that holds
+stream seconds (directory ``warmup/``) warms the session, once per Spark application,
+workload and source in a process (``bench all`` and a test module warm each once), and
+only when a config is left to run. An output directory that holds
 an earlier run is refused unless ``--resume`` (finished configs with the same
 ``config.json`` are reused, :mod:`adabatch.bench.resume`) or ``--force`` (deleted, only if
 it has our ``bench.json``).
@@ -244,9 +246,12 @@ def run_experiment(
     if spark is None:
         spark = get_spark(settings.master, conf=SPARK_CONF)
     wall0 = time.time()
-    first = _load_outcome(configs[0], exp_dir / configs[0].name, source) if resume else None
-    if experiment.warmup_s > 0 and first is None:
-        _warm_up(spark, configs[0], experiment.warmup_s, exp_dir / WARMUP_DIR, settings, source)
+    left = [c for c in configs if not (resume and _load_outcome(c, exp_dir / c.name, source))]
+    warm_key = _warm_key(spark, left[0], source) if left else None
+    if experiment.warmup_s > 0 and left and (warm_key is None or warm_key not in _WARMED):
+        _warm_up(spark, left[0], experiment.warmup_s, exp_dir / WARMUP_DIR, settings, source)
+        if warm_key is not None:
+            _WARMED.add(warm_key)
     outcomes, reused_s = _run_configs(
         experiment, ctx, configs, spark, resume=resume, progress=progress,
         on_outcome=on_outcome, source=source,
@@ -286,6 +291,20 @@ def check_inputs(configs: Sequence[Config], exp_dir: Path, settings: Settings, s
         if not run_dir.exists():
             mark_dir(run_dir, what="run directory")
         check_run(_run_config(c, run_dir, settings, source))
+
+
+_WARMED: set[tuple[str, str, str]] = set()
+"""(Spark application, workload, source) this process has warmed up."""
+
+
+def _warm_key(spark: SparkSession, config: Config, source: str) -> tuple[str, str, str] | None:
+    """What a warm-up before ``config`` warms: (Spark application, workload, source);
+    ``None`` without a SparkContext (Spark Connect), which warms up every time."""
+    try:
+        app = str(spark.sparkContext.applicationId)
+    except Exception:
+        return None
+    return app, config.workload, source
 
 
 def _warm_up(
