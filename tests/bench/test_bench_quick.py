@@ -1,10 +1,10 @@
 """Every ``--quick`` bench experiment on real Spark: it runs, writes its files, and its
 headline direction holds. The full versions are ``slow``.
 
-CI runs six of them on Spark (about 12 minutes on local[2]). ``overhead`` (two minutes,
+CI runs seven of them on Spark (about 14 minutes on local[2]). ``overhead`` (two minutes,
 reads a Redis Stream too, so also ``services``) is ``slow`` here: tests/bench/test_overhead.py,
 which runs its producers and exactly-once check on real files and Redis, is its CI smoke.
-Five long ones (calibrate, dybbs, pid, params, slo: ci_quick.py) are ``slow`` here; their
+Four long ones (calibrate, pid, params, slo: ci_quick.py) are ``slow`` here; their
 analyses run in CI on outcomes the simulator produces (tests/bench/test_g2_analysis.py,
 tests/bench/test_slo_bench.py). ``make test-all`` or ``adabatch bench all --quick`` runs
 them.
@@ -82,11 +82,15 @@ def run_quick(name: str, spark, root: Path) -> tuple[model.ExperimentResult, lis
     """Run ``name --quick``, once more if a headline fails; the last result and the
     failures of every attempt."""
     failures: list[str] = []
+    experiment = registry.get_experiment(name)
     for attempt in range(RETRIES + 1):
         settings = model.Settings(root / f"run-{attempt}", quick=True, seed=0, master="local[2]")
-        result = runner.run_experiment(
-            registry.get_experiment(name), settings, spark=spark, progress=False
-        )
+        first = experiment.configs(settings)[0]
+        warm = (spark.sparkContext.applicationId, first.workload, runner.GENERATOR)
+        cold = experiment.warmup_s > 0 and warm not in runner._WARMED
+        result = runner.run_experiment(experiment, settings, spark=spark, progress=False)
+        # one warm-up per workload in a Spark application: the module shares one session
+        assert (result.dir / runner.WARMUP_DIR).is_dir() == cold
         check_files(result)
         failed = [f"{v.claim}: {v.evidence}" for v in result.failed_headlines]
         if not failed:
