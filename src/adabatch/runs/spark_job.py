@@ -36,7 +36,7 @@ from adabatch.report.progress import ProgressLine
 from adabatch.runs import cpu
 from adabatch.runs.checks import check_duration
 from adabatch.runs.source_spec import GENERATOR, SourceSpec, parse_source, source_options
-from adabatch.streaming.options import SPARK_DEFAULT, StreamOptions, parse_options
+from adabatch.streaming.options import SPARK_DEFAULT, parse_options
 from adabatch.streaming.state import check_same_query, load_state, read_status
 from adabatch.urls import redact_url
 
@@ -296,7 +296,9 @@ def check_run(cfg: RunConfig) -> tuple[Any, Any, float | None]:
     )
     saved = load_state(cfg.state_path)
     if saved is not None:
-        check_same_query(cfg.state_path, saved, _fingerprint_before_spark(options, saved))
+        from adabatch.streaming.state import fingerprint_before_start
+
+        check_same_query(cfg.state_path, saved, fingerprint_before_start(options, saved))
     elif (Path(cfg.out_dir) / "checkpoint" / "offsets").exists():
         msg = (
             f"{str(Path(cfg.out_dir) / 'checkpoint')!r} is a checkpoint without adabatch "
@@ -305,21 +307,6 @@ def check_run(cfg: RunConfig) -> tuple[Any, Any, float | None]:
         raise AdabatchError(msg)
     workload.check(wcfg)
     return workload, wcfg, trigger_s
-
-
-def _fingerprint_before_spark(options: StreamOptions, saved: dict[str, Any]) -> dict[str, Any]:
-    """``options``' query fingerprint as the saved query's reads: a ``cores`` the caller
-    left unset is filled from Spark's parallelism when the stream starts (isotonic), so
-    before Spark it is the saved query's; the source compares it with Spark's then."""
-    from adabatch.control import registry
-
-    fingerprint = options.fingerprint()
-    saved_cores = saved.get("query", {}).get("params", {}).get("cores")
-    if saved_cores is not None:
-        fingerprint["params"] = registry.with_cores(
-            options.controller, fingerprint["params"], lambda: saved_cores
-        )
-    return fingerprint
 
 
 def record_source_options(cfg: RunConfig) -> dict[str, str]:

@@ -23,10 +23,13 @@ import json
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adabatch.errors import AdabatchError
 from adabatch.outputs import dumps_json, write_atomic
+
+if TYPE_CHECKING:
+    from adabatch.streaming.options import StreamOptions
 
 STATE_VERSION = 1
 
@@ -122,6 +125,22 @@ def check_same_query(path: str | Path, saved: dict[str, Any], fingerprint: dict[
                 "state path, or the original options)"
             )
             raise AdabatchError(msg)
+
+
+def fingerprint_before_start(options: StreamOptions, saved: dict[str, Any]) -> dict[str, Any]:
+    """``options``' query fingerprint as the saved query's reads, for a check before Spark
+    starts: a ``cores`` the caller left unset is filled from Spark's parallelism when the
+    stream starts (isotonic), so until then it is the saved query's; the source compares
+    it with Spark's when it starts."""
+    from adabatch.control import registry
+
+    fingerprint = options.fingerprint()
+    saved_cores = saved.get("query", {}).get("params", {}).get("cores")
+    if saved_cores is not None:
+        fingerprint["params"] = registry.with_cores(
+            options.controller, fingerprint["params"], lambda: saved_cores
+        )
+    return fingerprint
 
 
 @dataclass(frozen=True)
