@@ -246,10 +246,14 @@ def run_experiment(
     if spark is None:
         spark = get_spark(settings.master, conf=SPARK_CONF)
     wall0 = time.time()
-    left = [c for c in configs if not (resume and _load_outcome(c, exp_dir / c.name, source))]
-    warm_key = _warm_key(spark, left[0], source) if left else None
+    # the first config left to run (reading finished ones only up to it)
+    left = next(
+        (c for c in configs if not (resume and _load_outcome(c, exp_dir / c.name, source))),
+        None,
+    )
+    warm_key = _warm_key(spark, left, source) if left else None
     if experiment.warmup_s > 0 and left and (warm_key is None or warm_key not in _WARMED):
-        _warm_up(spark, left[0], experiment.warmup_s, exp_dir / WARMUP_DIR, settings, source)
+        _warm_up(spark, left, experiment.warmup_s, exp_dir / WARMUP_DIR, settings, source)
         if warm_key is not None:
             _WARMED.add(warm_key)
     outcomes, reused_s = _run_configs(
