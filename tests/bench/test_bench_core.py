@@ -192,10 +192,13 @@ def _result(tmp_path: Path, outs: list[Outcome], verdicts: tuple[Verdict, ...]) 
     exp_dir.mkdir(parents=True)
     fig = exp_dir / "f.png"
     fig.write_bytes(b"png")
+    extra = exp_dir / "extra.json"
+    extra.write_text('{"s": 1}')
     csv_path = report.write_summaries_csv(exp_dir / "summaries.csv", outs)
     analysis = Analysis(
         tables=(report.standard_table(outs),),
         figures=(Figure(fig, "a figure"),),
+        data=(extra,),
         shows="It shows things.",
         paper="It agrees.",
         verdicts=verdicts,
@@ -228,6 +231,8 @@ def test_csv_section_and_results_page(tmp_path: Path) -> None:
     text = page.read_text()
     assert (docs / "results" / "tiny" / "f.png").is_file()
     assert (docs / "results" / "tiny" / "summaries.csv").is_file()
+    assert (docs / "results" / "tiny" / "extra.json").read_text() == '{"s": 1}'
+    assert "; [results/tiny/extra.json](results/tiny/extra.json)." in text
     assert "![a figure](results/tiny/f.png)" in text
     assert "Machine: cores 2." in text and "Not run: pid (module not written yet)." in text
     assert "- `tiny`: it works — holds." in text

@@ -254,3 +254,11 @@ def test_quick_verdicts_assert_stability_reading_and_finite_ratios(tmp_path: Pat
     assert not bad["every run stays stable"].holds
     once = bad["each live run counts"]
     assert not once.holds and once.headline and "files-static-1s" in once.evidence
+
+
+def test_every_live_runs_producer_record_is_written_for_the_page(tmp_path: Path) -> None:
+    outs = outcomes(tmp_path, False, {})
+    path = ov.write_producers(outs, tmp_path / ov.PRODUCERS)
+    written = json.loads(path.read_text())
+    assert sorted(written) == ["files-static-1s", "redis-static-1s"]
+    assert written["files-static-1s"]["exactly_once"] is True

@@ -331,6 +331,7 @@ class Analysis:
     paper: str = ""  # where the result agrees or disagrees with the paper, and why
     verdicts: tuple[Verdict, ...] = ()
     notes: tuple[str, ...] = ()
+    data: tuple[Path, ...] = ()  # more raw files, published and linked beside the CSV
 
 
 @dataclass(frozen=True)

@@ -283,9 +283,10 @@ def section_markdown(result: ExperimentResult, *, link_base: Path | None = None)
         per_batch = f"[{rel_raw}]({rel_raw}) (gzipped JSON lines, a `config` field per batch)"
     else:
         per_batch = f"`{result.dir.name}/CONFIG/metrics.jsonl`"
+    more = "".join(f"; [{r}]({r})" for r in (os.path.relpath(p, base) for p in a.data))
     lines += [
         f"Raw data: [{rel_csv}]({rel_csv}) (one row per configuration); per-batch metrics "
-        f"in {per_batch}.",
+        f"in {per_batch}{more}.",
         "",
     ]
     return "\n".join(lines)
@@ -400,9 +401,12 @@ def publish_assets(result: ExperimentResult, assets: Path) -> ExperimentResult:
         dest = target / fig.path.name
         shutil.copyfile(fig.path, dest)
         copied.append(type(fig)(dest, fig.caption))
+    data = []
+    for path in result.analysis.data:
+        data.append(Path(shutil.copyfile(path, target / path.name)))
     shutil.copyfile(result.csv, target / result.csv.name)
     write_raw_metrics(result.outcomes, target / RAW_METRICS)
-    return _relocated(result, copied, target / result.csv.name)
+    return _relocated(result, copied, target / result.csv.name, data)
 
 
 def _publish_sections(results: Sequence[ExperimentResult], docs_dir: Path) -> list[str]:
@@ -495,8 +499,10 @@ def write_results_page(
     return write_atomic(page, ("\n".join(lines) + "\n").encode("utf-8"))
 
 
-def _relocated(result: ExperimentResult, figures: list[Any], csv_path: Path) -> ExperimentResult:
+def _relocated(
+    result: ExperimentResult, figures: list[Any], csv_path: Path, data: list[Path]
+) -> ExperimentResult:
     import dataclasses
 
-    analysis = dataclasses.replace(result.analysis, figures=tuple(figures))
+    analysis = dataclasses.replace(result.analysis, figures=tuple(figures), data=tuple(data))
     return dataclasses.replace(result, analysis=analysis, csv=csv_path)

@@ -19,6 +19,7 @@ The live runs' producer and their exactly-once check are in
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -27,7 +28,6 @@ from typing import Any
 
 from adabatch.bench import figures, report
 from adabatch.bench.experiments.live_producer import (
-    PRODUCER_FILE,
     REDIS_URL,
     LiveProducer,
     live_source,
@@ -180,10 +180,21 @@ class Overhead(Experiment):
                 "The producer of a live run is not in the CPU figure (it runs outside the "
                 "driver's process tree), nor is the Redis server's, but both share the "
                 "machine's cores with Spark. Every producer's record (what it wrote by the "
-                "end of the run, the exactly-once check) is in "
-                f"`{self.name}/CONFIG/{PRODUCER_FILE}`.",
+                f"end of the run, the exactly-once check) is in {PRODUCERS}, by run.",
             ),
+            data=(write_producers(outcomes, ctx.path(PRODUCERS)),),
         )
+
+
+PRODUCERS = "producers.json"
+
+
+def write_producers(outcomes: Sequence[Outcome], path: Path) -> Path:
+    """Every live run's producer record (its ``producer.json``) in one file, by run,
+    so the page's exactly-once figures can be re-checked."""
+    records = {o.name: read_producer(o) for o in outcomes if o.config.live}
+    path.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
 
 
 def _labelled(config: Config, labels: dict[str, str], *, reference: str) -> Config:
