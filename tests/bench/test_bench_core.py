@@ -402,3 +402,24 @@ def test_the_upfront_check_marks_the_run_directories_it_creates(tmp_path: Path) 
     assert (first / "results.sqlite").is_file() and is_marked(first)
     assert remove_tree(first, inside=tmp_path / "dybbs")  # what --resume does to rerun it
     assert not is_marked(foreign)  # a directory that was there is not claimed
+
+
+def test_progress_eta_is_paced_by_the_stream_run_here_not_the_reused_runs() -> None:
+    """Eleven runs reused by --resume cost no wall time: after 100 s of stream in about
+    100 s, 800 s of stream are left, about 13 minutes (not the 1 minute the share of the
+    whole stream would suggest)."""
+    import io
+    import time
+
+    from adabatch.bench.runner import _Bar
+    from adabatch.report.progress import ProgressLine
+
+    out = io.StringIO()
+    bar = _Bar("dybbs", enabled=True)
+    bar.line = ProgressLine(out, every_s=0.0)
+    bar.started = time.monotonic() - 100.0
+    for _ in range(11):
+        bar.finish_config(100.0, reused=True)
+    bar.set(done=11, total=20, current="[12/20] x", total_s=2000.0, at_s=100.0)
+    assert "60% of the stream" in out.getvalue()
+    assert "ETA 13.3 min" in out.getvalue()

@@ -60,13 +60,15 @@ WARMUP_DIR = "warmup"
 
 class _Bar:
     """The progress of a whole experiment on one line: the config running, the share of
-    the planned stream seconds done, the wall time spent and an estimate of what is left."""
+    the planned stream seconds done, the wall time spent and an estimate of what is left.
+    The estimate is paced by the stream run here: runs reused by ``--resume`` cost no time."""
 
     def __init__(self, title: str, enabled: bool) -> None:
         self.title = title
         self.line = ProgressLine(every_s=10.0, tty_every_s=0.25) if enabled else None
         self.started = time.monotonic()
         self.done_s = 0.0
+        self.reused_s = 0.0
 
     def __enter__(self) -> _Bar:
         return self
@@ -80,14 +82,18 @@ class _Bar:
             return
         share = min(self.done_s + at_s, total_s) / max(total_s, 1e-9)
         spent = time.monotonic() - self.started
-        left = f"{spent * (1 - share) / share / 60:.1f} min" if share > 0 else "-"
+        ran_s = self.done_s + at_s - self.reused_s
+        left_s = max(total_s - self.done_s - at_s, 0.0)
+        left = f"{spent * left_s / ran_s / 60:.1f} min" if ran_s > 0 else "-"
         self.line.show(
             f"{self.title} {done}/{total} {current}: {share:.0%} of the stream, "
             f"{spent / 60:.1f} min, ETA {left}"
         )
 
-    def finish_config(self, duration_s: float) -> None:
+    def finish_config(self, duration_s: float, *, reused: bool = False) -> None:
         self.done_s += duration_s
+        if reused:
+            self.reused_s += duration_s
 
 
 def _check_configs(configs: Sequence[Config], seen: set[str]) -> None:
@@ -200,7 +206,7 @@ def _run_configs(
                 outcomes.append(outcome)
                 if on_outcome is not None:
                     on_outcome(outcome)
-                bar.finish_config(config.duration_s)
+                bar.finish_config(config.duration_s, reused=reused)
             pending = list(experiment.followups(settings, outcomes))
             _check_configs(pending, seen)
             check_source(experiment, [*(o.config for o in outcomes), *pending], source)
