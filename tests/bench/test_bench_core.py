@@ -423,3 +423,20 @@ def test_progress_eta_is_paced_by_the_stream_run_here_not_the_reused_runs() -> N
     bar.set(done=11, total=20, current="[12/20] x", total_s=2000.0, at_s=100.0)
     assert "60% of the stream" in out.getvalue()
     assert "ETA 13.3 min" in out.getvalue()
+
+
+def test_who_wins_compares_the_default_with_fixed_point_as_a_user_runs_it(
+    tmp_path: Path,
+) -> None:
+    """Where fixed-point ran with a paper's parameters too (dybbs: a fixed 100 ms block
+    interval), Spark's default is set against the run with fixed-point's own defaults."""
+    import dataclasses
+
+    tuned = outcome("fp-100ms", "fixed-point", 3.5, 16)
+    tuned = dataclasses.replace(
+        tuned, config=dataclasses.replace(tuned.config, params={"block_interval": 0.1})
+    )
+    outs = (tuned, outcome("fp", "fixed-point", 1.2, 17), outcome("sd", "spark-default", 0.7, 20))
+    result = _result(tmp_path, list(outs), ())
+    rows = report.default_vs_adaptive_table([result]).rows
+    assert [(r[2], r[3]) for r in rows] == [("fixed-point", "0.70 / 1.20")]

@@ -316,12 +316,13 @@ def winner(a: Outcome | None, b: Outcome | None, key: str) -> str:
 
 
 def _contender(outcomes: Sequence[Outcome], group: str) -> Outcome | None:
-    """The adaptive run a group's spark-default is compared with: fixed-point if it ran,
-    else the stable adaptive run with the lowest mean latency (else any adaptive run)."""
+    """The adaptive run a group's spark-default is compared with: fixed-point if it ran (as
+    a user runs it, with its default parameters, where it also ran otherwise), else the
+    stable adaptive run with the lowest mean latency (else any adaptive run)."""
     mine = [o for o in outcomes if o.config.group == group and o.config.role == "adaptive"]
     fp = [o for o in mine if o.config.controller == "fixed-point"]
     if fp:
-        return fp[0]
+        return min(fp, key=lambda o: bool(o.config.params))
     stable = [o for o in mine if o.stable]
     return min(stable or mine, key=lambda o: o.get("mean_latency_s"), default=None)
 
