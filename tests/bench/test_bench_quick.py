@@ -1,13 +1,12 @@
 """Every ``--quick`` bench experiment on real Spark: it runs, writes its files, and its
 headline direction holds. The full versions are ``slow``.
 
-CI runs seven of them on Spark (about 14 minutes on local[2]). ``overhead`` (two minutes,
+CI runs eight of them on Spark (about 17 minutes on local[2]). ``overhead`` (two minutes,
 reads a Redis Stream too, so also ``services``) is ``slow`` here: tests/bench/test_overhead.py,
 which runs its producers and exactly-once check on real files and Redis, is its CI smoke.
-Four long ones (calibrate, pid, params, slo: ci_quick.py) are ``slow`` here; their
-analyses run in CI on outcomes the simulator produces (tests/bench/test_g2_analysis.py,
-tests/bench/test_slo_bench.py). ``make test-all`` or ``adabatch bench all --quick`` runs
-them.
+Three long ones (calibrate, pid, params: ci_quick.py) are ``slow`` here; their analyses
+run in CI on outcomes the simulator produces (tests/bench/test_g2_analysis.py).
+``make test-all`` or ``adabatch bench all --quick`` runs them.
 
 A headline on real Spark is a measurement. The machines here are shared: the same CPU-bound
 loop took from 0.17 s to 0.32 s within a few minutes, and a stretch of a
