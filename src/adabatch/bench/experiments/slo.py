@@ -45,8 +45,8 @@ from adabatch.outputs import save_figure
 CPU_VS_BEST = 1.10  # slo's CPU per record at most this times the best trigger's
 CPU_VS_DEFAULT = 0.5  # at a 2 s target, at most this times Spark's default
 # --quick measures 28 s after a 12 s warm-up, so slo's first, shorter intervals weigh more
-# than in the full run; on Spark two quick runs gave 1.09x and 0.96x the 1 s trigger's CPU
-# and 0.53x and 0.59x the default's. Its headline is the direction, with that margin.
+# than in the full run; on local[2] four quick runs gave 0.96-1.09x the 1 s trigger's CPU
+# and 0.36-0.59x the default's. Its headline is the direction, with that margin.
 QUICK_CPU_VS_BEST = 1.15
 QUICK_CPU_VS_DEFAULT = 0.75
 OVERLOAD_QUEUE = 2  # most batches waiting under overload (cut when free: at most one)
