@@ -243,6 +243,7 @@ def test_a_local_run_measures_its_tree_with_either_backend(tmp_path, backend):
     assert 0.55 <= cost["cpu_s"] <= 1.5
     assert cost["cpu_s_per_million_records"] == pytest.approx(cost["cpu_s"])
     assert cost["cpu_cores_used"] > 0
+    assert cost["host_boot"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
 def test_a_local_master_whose_jvm_is_not_our_child_is_not_measured():

@@ -118,6 +118,21 @@ def test_the_best_trigger_is_the_cheapest_that_met_the_target() -> None:
     assert ms.over_target(slow, 2.0) == pytest.approx(1.0)
 
 
+def test_a_workload_measured_on_two_boots_fails_the_one_machine_verdict() -> None:
+    from adabatch.bench.experiments import slo
+
+    def on(boot: str | None) -> Outcome:
+        o = outcome("x", [batch(i, latency=1.5, record_latency=1.0) for i in range(5)])
+        return Outcome(o.config, o.summary.with_values(host_boot=boot), o.records, o.dir)
+
+    (one,) = slo._one_machine_verdicts([on("a"), on("a")])
+    assert one.holds and one.evidence == "2 runs on 1 boot(s)"
+    (two,) = slo._one_machine_verdicts([on("a"), on("b")])
+    assert not two.holds and "2 boot(s)" in two.evidence
+    (unknown,) = slo._one_machine_verdicts([on("a"), on(None)])
+    assert not unknown.holds and "1 without a boot id" in unknown.evidence
+
+
 def simulated(config: Config, settings: Settings) -> Outcome:
     """The simulator standing in for Spark: a processingTime trigger as a static interval,
     Spark's default as back-to-back 0.25 s batches."""

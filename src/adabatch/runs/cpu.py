@@ -288,10 +288,23 @@ def cost_summary(cpu_s: float | None, records: int, wall_s: float) -> dict[str, 
     }
 
 
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def host_boot() -> str | None:
+    """This boot of this machine (Linux's boot id), ``None`` where there is none. A bench
+    that spans sessions may resume on another host: CPU figures compare only within one."""
+    try:
+        return BOOT_ID.read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None
+
+
 class RunMeter:
     """The wall time of a Spark run and, where this process tree holds the whole job
     (:func:`run_scope`), its CPU; :meth:`cost` gives the summary's cost fields with
-    ``cpu_measured`` and ``cpu_scope`` saying what the figures cover."""
+    ``cpu_measured`` and ``cpu_scope`` saying what the figures cover, and ``host_boot``
+    where they were measured."""
 
     def __init__(
         self,
@@ -343,6 +356,7 @@ class RunMeter:
             **cost_summary(self.cpu_s, records, self.wall_s),
             "cpu_measured": self.scope.measured,
             "cpu_scope": self.scope.text,
+            "host_boot": host_boot(),
         }
 
 

@@ -13,6 +13,12 @@ latency within it, stable), the one with the least CPU per record is the setting
 would have picked in hindsight, for that load; ``slo`` is judged against it per shape, and
 against the one trigger that meets the target on every shape of a workload (what they
 must pick when the load changes).
+
+Those comparisons span a workload's shapes, about 2.5 hours of runs, and CPU per record
+compares only on one machine: the same 1 s trigger used 64 CPU s per million records in one
+session on local[2] and about twice that in the one before. Each run records the boot it
+was measured on (``host_boot``), and per workload a verdict says whether every run shares
+one, so a bench resumed across sessions should complete a workload within one.
 """
 
 from __future__ import annotations
@@ -162,7 +168,28 @@ def _verdicts(outcomes: Sequence[Outcome], groups: Sequence[str], *, quick: bool
                 continue
             out += _target_verdicts(g, o, t, mine, quick=quick)
     if not quick:
+        out += _one_machine_verdicts(outcomes)
         out += _one_setting_verdicts(outcomes)
+    return out
+
+
+def _one_machine_verdicts(outcomes: Sequence[Outcome]) -> list[Verdict]:
+    """Per workload: every run measured its CPU on one boot of one machine. A bench resumed
+    in another session may run on another host (CPU per record differed 2x between two
+    sessions here), and this experiment's ratios compare runs across a workload's shapes."""
+    out = []
+    for w in dict.fromkeys(o.config.workload for o in outcomes):
+        boots = [o.summary.extra.get("host_boot") for o in outcomes if o.config.workload == w]
+        known = set(filter(None, boots))
+        out.append(
+            Verdict(
+                f"{w}: every run was measured on one boot of one machine, so its CPU "
+                "figures compare",
+                len(known) == 1 and None not in boots,
+                f"{len(boots)} runs on {len(known)} boot(s)"
+                + (f", {boots.count(None)} without a boot id" if None in boots else ""),
+            )
+        )
     return out
 
 
