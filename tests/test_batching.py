@@ -54,6 +54,24 @@ def test_when_free_cuts_after_the_batch_before_and_queues_nothing():
     assert cutter.poll(4.5).handed.records == 100
 
 
+def test_a_replan_plan_is_made_again_after_a_report_and_keeps_the_schedule():
+    # 2 s windows, then 0.5 s: the window from 2.0 is planned at its start and again
+    # when batch 0 reports at 2.4, so its cut moves from 4.0 to 2.5
+    ctrl = Scripted([2.0, 2.0, 0.5], replan=True)
+    cutter = BatchCutter(ctrl, constant(100))
+    assert cutter.poll(2.0).handed.cut_at == 2.0
+    poll = cutter.poll(2.4)
+    assert poll.report is not None and poll.handed is None
+    assert ctrl.plans == [0.0, 2.0, 2.0]
+    assert cutter.next_cut_at() == pytest.approx(2.5)
+    assert cutter.poll(2.5).handed.interval_s == pytest.approx(0.5)
+    # a batch still running at its cut is queued as in the papers' model, not waited for
+    busy = Scripted([1.0], replan=True)
+    cutter = BatchCutter(busy, constant(100))
+    cutter.poll(1.0)
+    assert cutter.poll(2.5).queue_len == 1
+
+
 def test_a_stream_started_behind_is_read_one_planned_batch_at_a_time():
     ctrl = Scripted([1.0], max_records=120, when_free=True)
     cutter = BatchCutter(ctrl, constant(100))

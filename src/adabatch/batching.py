@@ -39,7 +39,9 @@ waiting then, as soon as the last one finishes, and takes what has arrived by th
 before a report is made again once the controller has observed it (its window is not cut
 yet), so a controller planning that way decides every batch knowing the one before; a stream
 that starts behind (or a backlog under a cap) is read in batches planned one after
-another, not in the windows that fell due before any report.
+another, not in the windows that fell due before any report. A plan with ``replan`` is
+made again the same way, on the papers' schedule otherwise: a report that shows the
+processing cost changed moves the next cut at once, not one batch later.
 
 ``stop_at`` ends the stream: no batch is cut or handed out after it (a simulation's
 duration; Spark runs until the query stops).
@@ -301,7 +303,8 @@ class BatchCutter:
             self.free_at = now
         if self.controller is not None:
             self.controller.observe(report)
-            if self.plan is not None and self.plan.when_free and not self.queue:
+            replan = self.plan is not None and (self.plan.replan or self.plan.when_free)
+            if replan and not self.queue:
                 # its window is not cut yet and was planned before this report: again
                 self.plan = self.controller.plan(self.plan_start)
         return report

@@ -53,13 +53,16 @@ class BatchPlan:
     ``when_free`` cuts the batch at the end of the interval or, if processing is still
     busy then, when it is free, with what has arrived by that moment (Spark's
     processingTime trigger); by default batches are cut on schedule and queue (the
-    papers' model). See :mod:`adabatch.batching`.
+    papers' model). ``replan`` asks for the plan again after every report that arrives
+    before its batch is cut, so the cut follows what that report showed. See
+    :mod:`adabatch.batching`.
     """
 
     interval_s: float
     blocks: int
     max_records: int | None = None
     when_free: bool = False
+    replan: bool = False
 
     def __post_init__(self) -> None:
         if not (self.interval_s > 0 and math.isfinite(self.interval_s)):

@@ -13,7 +13,9 @@ The model (:mod:`adabatch.control.slo_model`)::
     p̂(n, k) = a + b·n + c·n² + d·k          a, b, c, d >= 0, weighted NNLS over a memory of
                                              (n, k) bins, recent bins weighted most
     m_q = quantile of p_observed / p̂_predicted over the last ``window`` batches at
-          ``percentile`` (at least ``initial_margin`` until MIN_RATIOS were predicted);
+          ``percentile``, and at least the latest such ratio: a cost that just rose (CPU
+          taken away) counts at once, not after 5 % of the window (at least
+          ``initial_margin`` until MIN_RATIOS were predicted);
     m_u = their mean (the fit's bias; at least 1 until MIN_RATIOS were predicted);
     δ   = max(0, quantile at ``percentile`` of (x + p)_observed - L̂ over the last
           ``window`` batches planned by the rule), L̂ = x + m_q·p̂ as predicted when the
@@ -40,6 +42,8 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
     F    = {x in S : x <= x_cpu, L(x) <= target}
 
     F not empty  ->  x = max F                                 mode "target"
+                     (if F is empty only because of the latest ratio, the rule runs
+                     without it: one slow batch is not a lasting loss of reach)
     S not empty  ->  x = argmin_S L, the target is out of reach mode "floor"
     S empty      ->  overload: for each x the most records n_cap(x) with
                      m_u·p̂(n) <= u·x; x maximises the throughput n_cap(x)/x among the x
@@ -73,6 +77,13 @@ within one interval of the batch's cut. Without it the backlog is estimated: the
 keeps its last uncapped value, the backlog grows by ``r·x - records`` per capped batch,
 and an uncapped batch means it is gone.
 
+A report that arrives before the open window is cut asks for its plan again
+(``BatchPlan.replan``). An uncapped plan of mode "target" is replaced only when it is now
+predicted to miss the target and a shorter interval meets it; the cut then comes at the
+shorter interval's end, or at once if that has passed. So a batch that shows the cost
+rose moves the next cut, instead of one more batch planned before it missing as well.
+Plans cut when processing is free are always made again (above); the rest stand.
+
 Until the fit has two record-count bins the model is the latest batch scaled in
 proportion (:class:`~adabatch.control.slo_model.ProcessingFit`), and a plan it cannot
 place (no interval meets the target under it) probes ``max(p_last / u, 1.5·x_last)`` to
@@ -96,7 +107,7 @@ reach (``CONFIRM`` observed batches in a row once the fit is in use) one warning
 goes to the ``adabatch.control.slo`` logger, naming the target, the best achievable
 latency and why.
 
-Size: this docstring states the whole model and decision rule (about 95 lines) so that
+Size: this docstring states the whole model and decision rule (about 110 lines) so that
 the code can be read against it; the code alone is within the 600-line rule.
 """
 
@@ -143,6 +154,8 @@ CONFIRM = 3
 BACKLOG_NOISE = 0.05
 # Modes whose plans are cut when processing is free (no batch cut ahead to wait in a queue).
 WHEN_FREE = ("start", "catch-up", "overload")
+# Modes in which the target is out of reach.
+OUT_OF_REACH = ("floor", "overload")
 # Caps remembered to recognise a capped batch in its report.
 CAPS_KEPT = 8
 # Plans remembered until their batch is reported (for the latency error behind δ).
@@ -282,26 +295,40 @@ class SloController(Controller):
         self._left: tuple[int, float] | None = None  # (left_records, finished_at) last seen
         self._caps: list[int] = []  # recent caps planned, oldest first
         self._last_x: float | None = None  # interval of the latest report
+        self._finished: float | None = None  # when the latest reported batch finished
+        self._plan: tuple[float, BatchPlan] | None = None  # window start, its latest plan
         self._queue_delay = 0.0
         self._streak = 0
         self._warned: list[str] = []
         self._observed = 0
         self._decision: Decision | None = None
-        self._margins: Margins | None = None
+        self._margins: dict[bool, Margins] = {}
 
     # ----------------------------------------------------------------- the contract
 
     def plan(self, now: float) -> BatchPlan:
-        d = self._current()
+        d, last = self._current(), self._plan
+        if last is not None and last[0] == now and not last[1].when_free:
+            # asked again after a report, the window still open: the plan stands unless
+            # the report shows it would now miss the target and a shorter one meets it
+            if d.mode != "target" or d.max_records is not None:
+                return last[1]
+            if d.interval_s >= last[1].interval_s or self._meets_at(last[1].interval_s):
+                return last[1]
+        x = d.interval_s
+        if self._finished is not None and now + x < self._finished:
+            x = self._finished - now  # made again after a report: cut now, not in the past
         if d.max_records is not None:
             self._caps = [c for c in self._caps if c != d.max_records][-(CAPS_KEPT - 1) :]
             self._caps.append(d.max_records)
         if d.model_latency_s is not None:
-            self._pending[round(now + d.interval_s, 6)] = round(d.model_latency_s, 6)
+            self._pending[round(now + x, 6)] = round(d.model_latency_s, 6)
             while len(self._pending) > PENDING_KEPT:
                 del self._pending[next(iter(self._pending))]
         free = d.mode in WHEN_FREE or d.max_records is not None  # a capped batch too
-        return BatchPlan(d.interval_s, self.params.blocks, d.max_records, free)
+        plan = BatchPlan(x, self.params.blocks, d.max_records, free, replan=True)
+        self._plan = (now, plan)
+        return plan
 
     def observe(self, report: BatchReport) -> None:
         self._observed += 1
@@ -323,7 +350,8 @@ class SloController(Controller):
         else:
             self._rate, self._backlog = n / x, 0.0
         self._last_x, self._queue_delay = x, report.queue_delay_s
-        self._decision = self._margins = None
+        self._finished = report.finished_at
+        self._decision, self._margins = None, {}
         self._verdict(self._current())
 
     def _count_backlog(self, report: BatchReport, capped: bool) -> None:
@@ -356,43 +384,55 @@ class SloController(Controller):
             self._decision = self._decide()
         return self._decision
 
-    def margins(self) -> Margins:
-        """``m_q``, ``m_u`` and ``δ`` for the next decision (module docstring)."""
-        if self._margins is None:
+    def margins(self, *, latest: bool = True) -> Margins:
+        """``m_q``, ``m_u`` and ``δ`` for the next decision (module docstring); ``latest``
+        counts the latest ratio in ``m_q``."""
+        if latest not in self._margins:
             pct, early = self.params.percentile, len(self._ratios) < MIN_RATIOS
             m_q, m_u = self._ratios.quantile(pct), self._ratios.mean()
+            if latest and m_q is not None:
+                m_q = max(m_q, self._ratios.values[-1])
             if early:
                 m_q = max(self.params.initial_margin, m_q or 0.0)
                 m_u = max(1.0, m_u or 0.0)
             lo, hi = MARGIN_RANGE
             delta = self._errors.quantile(pct) if len(self._errors) >= MIN_RATIOS else 0.0
-            self._margins = Margins(
+            self._margins[latest] = Margins(
                 min(max(float(m_q), lo), hi),  # type: ignore[arg-type]
                 min(max(float(m_u), lo), hi),  # type: ignore[arg-type]
                 max(0.0, float(delta or 0.0)),
             )
-        return self._margins
+        return self._margins[latest]
 
     def _decide(self) -> Decision:
         """The decision rule of the module docstring, for the current model and rate.
 
-        The intervals up to the target are tried first: no longer one can meet it, and
-        ``P/x`` has one minimum on the model's curve (``a/x + b·r + c·r²·x``), so a
-        choice among them is the choice among all. Only a target out of reach looks at
-        the whole grid."""
+        The latest ratio shortens the interval where the target allows it, but does not
+        alone put the target out of reach: one slow batch is not a lasting loss."""
         if self._rate is None:
             return Decision("start", self._x0)
+        d = self._decide_at(self.margins())
+        if d.mode in OUT_OF_REACH and self.margins() != self.margins(latest=False):
+            plain = self._decide_at(self.margins(latest=False))
+            if plain.mode not in OUT_OF_REACH:
+                return plain
+        return d
+
+    def _decide_at(self, m: Margins) -> Decision:
+        """The rule at margins ``m``. The intervals up to the target are tried first: no
+        longer one can meet it, and ``P/x`` has one minimum on the model's curve
+        (``a/x + b·r + c·r²·x``), so a choice among them is the choice among all. Only a
+        target out of reach looks at the whole grid."""
         short = self._grid[: max(1, self._n_short)]
-        d = self._rule(short)
+        d = self._rule(short, m)
         if d.mode == "target" or len(short) == len(self._grid):
             return d
-        return self._rule(self._grid)
+        return self._rule(self._grid, m)
 
-    def _rule(self, xs: np.ndarray) -> Decision:
-        """The decision rule over the candidate intervals ``xs``."""
+    def _rule(self, xs: np.ndarray, m: Margins) -> Decision:
+        """The decision rule over the candidate intervals ``xs`` at margins ``m``."""
         assert self._rate is not None
         k, target = self.params.blocks, self.params.target
-        m = self.margins()
         u = self.params.utilisation
         arriving = self._fit.predict(self._rate * xs, k)
         if self._backlog and not self._fit.fitted(k):
@@ -425,6 +465,15 @@ class SloController(Controller):
         cap = self._backlog_cap(x, m) if self._backlog > 0 else None
         pq = float(m.q * p[i])
         return Decision(mode, x, cap, float(lat[i]), achievable, pq, None, float(model[i]))
+
+    def _meets_at(self, x: float) -> bool:
+        """Whether an interval of ``x`` at the current rate is predicted to meet the
+        target."""
+        if self._rate is None:
+            return True
+        xs = np.array([x])
+        p = self._fit.predict(self._rate * xs, self.params.blocks)
+        return self._meets(xs, p, self.margins())
 
     def _meets(self, xs: np.ndarray, p: np.ndarray, m: Margins) -> bool:
         """Whether some interval of ``xs`` with processing ``p`` is stable and meets the
@@ -520,7 +569,7 @@ class SloController(Controller):
 
     def _verdict(self, d: Decision) -> None:
         """Count reports in a row with the target out of reach; warn once per kind."""
-        out_of_reach = d.mode in ("floor", "overload")
+        out_of_reach = d.mode in OUT_OF_REACH
         self._streak = self._streak + 1 if out_of_reach else 0
         if self._streak >= CONFIRM and d.mode not in self._warned:
             self._warned.append(d.mode)
@@ -598,6 +647,7 @@ class SloController(Controller):
             "backlog": self._backlog,
             "left": None if self._left is None else list(self._left),
             "last_interval": self._last_x,
+            "finished": self._finished,
             "fit": self._fit.to_json(),
             "ratios": list(self._ratios.values),
             "latencies": list(self._latencies.values),
@@ -618,6 +668,8 @@ class SloController(Controller):
             rate, last_x = state.get("rate_rps"), state.get("last_interval")
             self._rate = None if rate is None else float(rate)
             self._last_x = None if last_x is None else float(last_x)
+            finished = state.get("finished")
+            self._finished = None if finished is None else float(finished)
             self._backlog = float(state.get("backlog", 0.0))
             left = state.get("left")
             self._left = None if left is None else (int(left[0]), float(left[1]))
