@@ -338,7 +338,8 @@ def _behind(workload: str, rate: int, ctrl: Controller) -> tuple[list[BatchRecor
 
 
 @pytest.mark.parametrize(
-    ("workload", "rate", "target"), [("reduce", 50_000, 1.0), ("join", 2_000, 2.0)]
+    ("workload", "rate", "target"),
+    [("reduce", 50_000, 1.0), ("reduce", 5_000, 2.0), ("join", 2_000, 2.0)],
 )
 def test_a_stream_started_behind_is_read_at_full_speed_in_bounded_batches(
     workload: str, rate: int, target: float
@@ -349,7 +350,8 @@ def test_a_stream_started_behind_is_read_at_full_speed_in_bounded_batches(
     # the first batch is one planned window, not the five minutes; none is unbounded
     assert records[0].records <= rate * target
     assert records[0].left_records >= rate * (BEHIND_S - target)  # the backlog, per batch
-    assert max(r.records for r in records) <= 100 * rate  # no more than the larger cap
+    # bounded by time, not by the backlog: no batch is planned past what the machine reads
+    # in CATCH_UP_MAX_S (the noise of the cost model on top)
     assert max(r.processing_s for r in records) <= 1.5 * CATCH_UP_MAX_S
     # a record's state is the decision made after it: the plan of the batch after it
     draining = [
@@ -367,7 +369,9 @@ def test_spark_default_reads_the_whole_backlog_at_once_and_slo_does_not() -> Non
     whole = _behind("join", 2_000, _FixedCap(10**9))[0]
     assert whole[1].records >= 2_000 * BEHIND_S * 0.99
     slo = _behind("join", 2_000, SloController(target=2.0))[0]
-    assert max(r.processing_s for r in slo) < 0.02 * max(r.processing_s for r in whole)
+    longest = max(r.processing_s for r in slo)
+    assert longest <= 1.5 * CATCH_UP_MAX_S  # about what one batch may be predicted to take
+    assert longest < 0.05 * max(r.processing_s for r in whole)
 
 
 # --- state --------------------------------------------------------------------------------

@@ -56,8 +56,9 @@ the arrivals alone, ``P(x) = p̂(r·x + B, k)``: the next batch takes them as we
 no x meets the target (or the fit is not in use yet), the backlog is drained first, mode
 "catch-up": batches of ``n_c`` records, the smallest n whose ``n / (m_u·p̂(n))`` comes
 within 95 % of the best of any batch predicted to take at most 10 s and at most 4 times
-the largest batch measured (:func:`~adabatch.control.slo_model.catch_up_records`), each
-cut as soon as the one before finishes. A stream that starts minutes behind is read at
+the largest batch measured, or what that batch's records/s read in 10 s if more
+(:func:`~adabatch.control.slo_model.catch_up_records`), each cut as soon as the one
+before finishes. A stream that starts minutes behind is read at
 the machine's speed in batches of bounded size, not as one batch (Spark's default) nor in
 target-sized ones; the target applies again once the backlog is gone.
 

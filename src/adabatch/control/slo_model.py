@@ -28,7 +28,8 @@ from adabatch.control.fixed_point import IntervalBounds
 MAX_GRID = 4000
 # A catch-up batch is the smallest whose records/s come within this share of the best of
 # any batch predicted to take at most CATCH_UP_MAX_S, and at most CATCH_UP_GROWTH times
-# the largest batch measured (the fit is not trusted further out than that).
+# the largest batch measured (the fit is not trusted further out than that), or as many
+# as the largest batch's records/s would read in CATCH_UP_MAX_S if that is more.
 CATCH_UP_SHARE = 0.95
 CATCH_UP_MAX_S = 10.0
 CATCH_UP_GROWTH = 4.0
@@ -193,7 +194,13 @@ class ProcessingFit:
 
     def largest(self, blocks: int) -> float:
         """The most records of a batch in ``blocks`` blocks the memory holds (0: none)."""
-        return max((e[0] for (k, _), e in self.bins.items() if k == blocks), default=0.0)
+        return self.largest_bin(blocks)[0]
+
+    def largest_bin(self, blocks: int) -> tuple[float, float]:
+        """Records and processing seconds of the largest batches in ``blocks`` blocks the
+        memory holds (``(0, 0)``: none)."""
+        rows = [(e[0], e[1]) for (k, _), e in self.bins.items() if k == blocks]
+        return max(rows, default=(0.0, 0.0))
 
     # ----------------------------------------------------------------- state
 
@@ -295,11 +302,19 @@ class Decision:
 def catch_up_records(fit: ProcessingFit, blocks: int, mean_margin: float, cap: int) -> int:
     """Records of one catch-up batch: the smallest ``n`` whose throughput
     ``n / (m_u·p̂(n))`` comes within ``CATCH_UP_SHARE`` of the best among the batches
-    predicted to take at most ``CATCH_UP_MAX_S``, within a factor ``CATCH_UP_GROWTH`` of
-    the largest batch measured, and at most ``cap``. Past it a larger batch buys little speed and
-    costs memory and latency. Before the fit, the largest allowed."""
+    predicted to take at most ``CATCH_UP_MAX_S``, and at most ``cap``. Past it a larger
+    batch buys little speed and costs memory and latency. Before the fit, the largest
+    allowed. The fit is trusted up to ``CATCH_UP_GROWTH`` times the largest batch measured,
+    or, if more, to what that batch's records/s read in ``CATCH_UP_MAX_S``: where a batch
+    is mostly fixed cost (a fast machine, a small one) the batches grow faster than four
+    times per step, and still no batch is predicted past ``CATCH_UP_MAX_S`` at the
+    records/s measured."""
     top = float(fit.records_within(np.array([CATCH_UP_MAX_S / mean_margin]), blocks)[0])
-    top = min(top, CATCH_UP_GROWTH * max(fit.largest(blocks), 1.0), float(cap))
+    n_max, p_max = fit.largest_bin(blocks)
+    trusted = CATCH_UP_GROWTH * max(n_max, 1.0)
+    if p_max > 0:
+        trusted = max(trusted, n_max * CATCH_UP_MAX_S / (mean_margin * p_max))
+    top = min(top, trusted, float(cap))
     if not top > 1.0:
         return 1
     if not fit.fitted(blocks):  # the proportional start is flat: measure further out
