@@ -153,6 +153,22 @@ def test_meets_the_target_at_less_cpu_than_fixed_point(
 # --- a rate step ----------------------------------------------------------------------
 
 
+def test_a_fit_without_fixed_cost_does_not_call_the_shortest_interval_cheapest() -> None:
+    """Join at 9,000 records/s on Spark: seven batches of 9,000-12,600 records. Their fit
+    went through the origin with a curve (a = d = 0, c > 0), so the cost per record looked
+    least at the shortest interval and slo planned 0.1 s batches that queued. It now looks
+    no further than a quarter of the smallest batch measured."""
+    batches = [(1.0, 9000, 0.40), (1.3, 11700, 0.44), (1.4, 12599, 0.62), (1.25, 11250, 0.57),
+               (1.25, 11250, 0.73), (1.2, 10800, 0.47)]  # fmt: skip
+    ctrl, cut = SloController(target=2), 0.0
+    for i, (x, n, p) in enumerate(batches):
+        cut += x
+        ctrl.observe(BatchReport(i, x, 2, n, p, 0.0, cut, cut, cut + p))
+    a, _b, c, d = ctrl.metrics_state()["coefficients"]
+    assert a == 0.0 and d == 0.0 and c > 0.0  # the fit this is about
+    assert ctrl.plan(cut + 0.5).interval_s >= 9000 / 4 / 9000 - 1e-9  # was 0.1
+
+
 def test_follows_a_rate_step_within_two_batches() -> None:
     # the default join model: its interval for 5 s moves from 4.15 s to 1.35 s and back
     scenario = make_scenario("join", "steps:2000@0,8000@300s,2000@600s", "900s")

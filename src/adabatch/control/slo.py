@@ -38,7 +38,9 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
                                         (``n_max``): the fit is not trusted further out
     x_cpu = the longest x in S with the least P(x)/x: past it p grows faster than x, a
             longer interval costs more CPU per record and runs toward the Type-II crossing
-            (fixed-point §3.3.3), so no interval past it is chosen
+            (fixed-point §3.3.3), so no interval past it is chosen. Only x whose batch
+            holds at least a quarter of the smallest measured count (below, the fit
+            has no evidence of the fixed cost per batch)
     F    = {x in S : x <= x_cpu, L(x) <= target}
 
     F not empty  ->  x = max F                                 mode "target"
@@ -454,7 +456,13 @@ class SloController(Controller):
         stable = (m.u * p <= u * xs + _EPS) & (self._rate * xs <= self._trusted())
         if not stable.any():
             return self._overload(m)
-        cost = np.where(stable, p / xs, np.inf)
+        # the cheapest interval among batches the fit has seen the like of: below a quarter
+        # of the smallest measured it knows no fixed cost (a fit through the origin with
+        # a curve would call the shortest interval cheapest); past it, one probe teaches it
+        seen = self._rate * xs >= self._fit.smallest(k) / CATCH_UP_GROWTH
+        cost = np.where(stable & seen, p / xs, np.inf)
+        if not np.isfinite(cost).any():
+            cost = np.where(stable, p / xs, np.inf)
         i_cpu = int(np.flatnonzero(cost <= cost.min())[-1])
         ok = stable & (lat <= target + _EPS) & (np.arange(len(xs)) <= i_cpu)
         achievable = float(lat[stable].min())

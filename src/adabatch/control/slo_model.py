@@ -196,6 +196,10 @@ class ProcessingFit:
         """The most records of a batch in ``blocks`` blocks the memory holds (0: none)."""
         return self.largest_bin(blocks)[0]
 
+    def smallest(self, blocks: int) -> float:
+        """The fewest records of a batch in ``blocks`` blocks the memory holds (0: none)."""
+        return min((e[0] for (k, _), e in self.bins.items() if k == blocks), default=0.0)
+
     def largest_bin(self, blocks: int) -> tuple[float, float]:
         """Records and processing seconds of the largest batches in ``blocks`` blocks the
         memory holds (``(0, 0)``: none)."""
