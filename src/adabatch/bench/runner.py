@@ -41,7 +41,7 @@ from adabatch.bench.model import (
 from adabatch.bench.registry import available, get_experiment, names
 from adabatch.bench.resume import MARKER
 from adabatch.errors import AdabatchError, check_name
-from adabatch.metrics import RunSummary, read_jsonl
+from adabatch.metrics import BatchRecord, RunSummary, read_jsonl
 from adabatch.outputs import dumps_json, mark_dir, remove_tree, write_atomic
 from adabatch.report.progress import ProgressLine
 from adabatch.runs.compare import for_sequential_runs
@@ -161,8 +161,27 @@ def _load_outcome(config: Config, run_dir: Path, source: str = GENERATOR) -> Out
     summary = resume_rule.finished_summary(run_dir, _config_dict(config, source))
     if summary is None:
         return None
-    records = tuple(read_jsonl(run_dir / "metrics.jsonl"))
-    return Outcome(config, RunSummary.from_json(summary), records, run_dir)
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    if config.role == "trigger":
+        records = _trigger_records(records, run_dir)
+    return Outcome(config, RunSummary.from_json(summary), tuple(records), run_dir)
+
+
+def _trigger_records(records: Sequence[BatchRecord], run_dir: Path) -> list[BatchRecord]:
+    """A processingTime trigger run's batches as its summary counts them: the source sees
+    a batch end only at the next trigger, so metrics.jsonl holds the interval as the
+    processing time, and the run took Spark's own durations from its progress log."""
+    from adabatch.runs.spark_job import PROGRESS_FILE, spark_durations
+    from adabatch.streaming.progress import read_progress
+
+    progress = read_progress(run_dir / PROGRESS_FILE)
+    if records and not progress:
+        msg = (
+            f"--resume: {str(run_dir)!r} is a processingTime trigger run without "
+            f"{PROGRESS_FILE}, whose durations its batches need; run it again (--force)"
+        )
+        raise AdabatchError(msg)
+    return spark_durations(records, progress)
 
 
 def _write_marker(exp_dir: Path, marker: dict[str, Any]) -> None:

@@ -60,7 +60,8 @@ SPARK_CONF = {
 # A rerun continues the query (checkpoint, metrics.jsonl, spark_progress.jsonl are kept and
 # appended to); the summary and the timeline of the earlier run are replaced.
 REPLACED_FILES = ("summary.json", "timeline.png")
-APPENDED_FILES = ("metrics.jsonl", "spark_progress.jsonl")
+PROGRESS_FILE = "spark_progress.jsonl"  # Spark's per-batch progress, one JSON per line
+APPENDED_FILES = ("metrics.jsonl", PROGRESS_FILE)
 DEFAULT_WARMUP_S = 20.0  # the acceptance criteria judge convergence "after the first 20 s"
 
 
@@ -368,7 +369,7 @@ def _run_spark(
         "metrics": out / "metrics.jsonl",
         "summary": out / "summary.json",
         "timeline": out / "timeline.png",
-        "progress": out / "spark_progress.jsonl",
+        "progress": out / PROGRESS_FILE,
         "checkpoint": out / "checkpoint",
     }
     if spark is None:
