@@ -11,7 +11,7 @@ import pytest
 from adabatch.bench.model import Config
 from adabatch.bench.runner import _config_dict, _load_outcome
 from adabatch.errors import AdabatchError
-from adabatch.metrics import BatchRecord, write_jsonl
+from adabatch.metrics import REQUIRED_SUMMARY_FIELDS, BatchRecord, write_jsonl
 from adabatch.runs.source_spec import GENERATOR
 from adabatch.runs.spark_job import PROGRESS_FILE
 
@@ -21,18 +21,9 @@ def _run_dir(tmp_path: Path, config: Config, *, progress: bool) -> Path:
     run = tmp_path / config.name
     run.mkdir()
     (run / "config.json").write_text(json.dumps(_config_dict(config, GENERATOR)))
-    fields = (
-        "batches",
-        "mean_interval_s",
-        "mean_processing_s",
-        "mean_queue_delay_s",
-        "mean_latency_s",
-        "p95_latency_s",
-        "mean_record_latency_s",
-        "throughput_rps",
-    )
-    summary = {"controller": "spark-default", "workload": "reduce", "profile": "constant:1000",
-               "stable": True, **dict.fromkeys(fields, 1.0)}  # fmt: skip
+    summary: dict[str, object] = dict.fromkeys(REQUIRED_SUMMARY_FIELDS, 1.0)
+    summary.update(controller="spark-default", workload="reduce", profile="constant:1000")
+    summary["stable"] = True
     (run / "summary.json").write_text(json.dumps(summary))
     seen = [  # the source sees each batch end at the next trigger: processing = interval
         BatchRecord(i, 1.0, 2, n, 1.0, 0.0, 1.0 + i, 1.0 + i, 2.0 + i, 2.0, 1.5, n)
