@@ -264,7 +264,9 @@ class BatchCutter:
                 return cut
             assert self.plan is not None
             plan = self.plan
-            interval = cut_at - self.plan_start if plan.when_free else plan.interval_s
+            interval = plan.interval_s
+            if plan.when_free and cut_at != self.plan_start + interval:  # cut when free
+                interval = cut_at - self.plan_start
             cut.append(self._cut(cut_at, interval, plan.blocks, plan.max_records))
             self.plan_start = cut_at
             self.plan = self.controller.plan(cut_at)  # type: ignore[union-attr]

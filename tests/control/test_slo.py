@@ -213,6 +213,38 @@ def test_a_cpu_taken_away_shortens_the_next_cut_at_its_first_slow_report(seed: i
     assert len(over) <= 2
 
 
+@pytest.mark.parametrize("seed", [2, 3])
+def test_no_batch_waits_in_a_queue_behind_a_slow_one(seed: int) -> None:
+    """The CPU is gone for a second: the batch that runs into it takes four times as
+    long. The next one is cut when it finishes, with what arrived by then, as Spark's
+    processingTime trigger does; none is cut on schedule to wait behind it."""
+    scenario = make_scenario(
+        "join", "constant:9000", "100s", seed=seed, model=LOCAL2_FITS["join"],
+        resources="0.05@60s-61s",
+    )  # fmt: skip
+    records = simulate(scenario, "slo", {"target": 2}).records
+    slow = [r for r in records if r.processing_s > 2.0]
+    assert slow, "no batch ran into the load: the scenario tests nothing"
+    after = records[slow[0].batch_id + 1]
+    assert after.cut_at == pytest.approx(slow[0].finished_at)
+    assert max(r.queue_delay_s for r in records) == 0.0
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_a_burst_seen_in_a_report_shortens_the_window_open_at_that_moment(seed: int) -> None:
+    """The rate quadruples under a planned 4.5 s window. The batch that holds the first
+    of it may miss a 5 s target, but the window already open when it reports is cut
+    early and capped, so the one after meets it (left standing, it missed as well)."""
+    model = {**LOCAL2_FITS["join"], "per_record_s": 2.5e-6, "per_pair_s": 0.0, "sigma": 0.15}
+    spec = "steps:9000@0,36000@40s,9000@48s"
+    scenario = make_scenario("join", spec, "70s", seed=seed, model=model)
+    records = simulate(scenario, "slo", {"target": 5}).records
+    first = next(r for r in records if r.records > 2 * 9000 * r.interval_s)
+    after = records[first.batch_id + 1]
+    assert after.interval_s < first.interval_s
+    assert after.latency_s <= 5.0
+
+
 def test_a_rate_seen_before_is_planned_from_what_was_learnt_there() -> None:
     spec = "steps:2000@0,8000@300s,2000@900s"
     result = simulate(calibrated("join", spec, "1200s"), "slo", {"target": 5})
