@@ -13,16 +13,18 @@ The model (:mod:`adabatch.control.slo_model`)::
     p̂(n, k) = a + b·n + c·n² + d·k          a, b, c, d >= 0, weighted NNLS over a memory of
                                              (n, k) bins, recent bins weighted most
     m_q = quantile of p_observed / p̂_predicted over the last ``window`` batches at
-          ``percentile``, and at least the latest such ratio: a cost that just rose (CPU
-          taken away) counts at once, not after 5 % of the window (at least
-          ``initial_margin`` until MIN_RATIOS were predicted);
+          ``plan_percentile`` (halfway from ``percentile`` to 100 unless set: planned at
+          the percentile itself, 4 in 10 runs of a hundred batches end just over it),
+          and at least the latest such ratio: a cost that just rose (CPU taken away)
+          counts at once, not after 5 % of the window (at least ``initial_margin`` until
+          MIN_RATIOS were predicted);
     m_u = their mean (the fit's bias; at least 1 until MIN_RATIOS were predicted);
-    δ   = max(0, quantile at ``percentile`` of (x + p)_observed - L̂ over the last
+    δ   = max(0, quantile at ``plan_percentile`` of (x + p)_observed - L̂ over the last
           ``window`` batches planned by the rule), L̂ = x + m_q·p̂ as predicted when the
           batch was planned: what the model misses (the rate changing under a planned
           batch, a cost change), learnt from what happened. Only that error feeds δ, never
-          δ itself, so at most 1 - percentile of the batches end over the target in a
-          steady state. Queue delay is left out: it follows a rate step and drains (below),
+          δ itself, so at most 1 - plan_percentile of the batches end over the target
+          in a steady state. Queue delay is left out: it follows a rate step and drains (below),
           and counting it would read one transient as a lasting loss of reach.
 
 The decision, for the arrival rate ``r`` = records / interval of the latest batch that was
@@ -221,6 +223,17 @@ class SloController(Controller):
             high=100.0,
             high_open=True,
         ),
+        Param(
+            "plan_percentile",
+            None,
+            "percentile of latency the plans aim at (unset: halfway from percentile to "
+            "100: a run of a hundred batches then meets the target at percentile with "
+            "probability 0.96 rather than 0.62)",
+            low=50.0,
+            high=100.0,
+            high_open=True,
+            optional=True,
+        ),
         _seconds("granularity", 0.05, "intervals are multiples of this, seconds"),
         _seconds("min_interval", 0.1, "shortest interval, seconds"),
         _seconds("max_interval", 60.0, "longest interval, seconds"),
@@ -289,6 +302,14 @@ class SloController(Controller):
 
     def _check(self, params: Params) -> None:
         self._bounds = IntervalBounds.from_params(params, self.name)
+        aim = params.plan_percentile
+        if aim is not None and aim < params.percentile:
+            msg = (
+                f"{self.name}: plan_percentile {aim:g} is below percentile "
+                f"{params.percentile:g}: plans must aim at least at the target's percentile"
+            )
+            raise AdabatchError(msg)
+        self._aim = (100.0 + params.percentile) / 2.0 if aim is None else float(aim)
 
     def _reset(self) -> None:
         p = self.params
@@ -310,7 +331,7 @@ class SloController(Controller):
         self._warned: list[str] = []
         self._observed = 0
         self._decision: Decision | None = None
-        self._margins: dict[bool, Margins] = {}
+        self._margins: dict[tuple[bool, bool], Margins] = {}
 
     # ----------------------------------------------------------------- the contract
 
@@ -394,11 +415,14 @@ class SloController(Controller):
             self._decision = self._decide()
         return self._decision
 
-    def margins(self, *, latest: bool = True) -> Margins:
+    def margins(self, *, latest: bool = True, aim: bool = True) -> Margins:
         """``m_q``, ``m_u`` and ``δ`` for the next decision (module docstring); ``latest``
-        counts the latest ratio in ``m_q``."""
-        if latest not in self._margins:
-            pct, early = self.params.percentile, len(self._ratios) < MIN_RATIOS
+        counts the latest ratio in ``m_q``; ``aim``: quantiles at ``plan_percentile``,
+        else at ``percentile``."""
+        key = (latest, aim)
+        if key not in self._margins:
+            pct = self._aim if aim else self.params.percentile
+            early = len(self._ratios) < MIN_RATIOS
             m_q, m_u = self._ratios.quantile(pct), self._ratios.mean()
             if latest and m_q is not None:
                 m_q = max(m_q, self._ratios.values[-1])
@@ -407,25 +431,31 @@ class SloController(Controller):
                 m_u = max(1.0, m_u or 0.0)
             lo, hi = MARGIN_RANGE
             delta = self._errors.quantile(pct) if len(self._errors) >= MIN_RATIOS else 0.0
-            self._margins[latest] = Margins(
+            self._margins[key] = Margins(
                 min(max(float(m_q), lo), hi),  # type: ignore[arg-type]
                 min(max(float(m_u), lo), hi),  # type: ignore[arg-type]
                 max(0.0, float(delta or 0.0)),
             )
-        return self._margins[latest]
+        return self._margins[key]
 
     def _decide(self) -> Decision:
         """The decision rule of the module docstring, for the current model and rate.
 
         The latest ratio shortens the interval where the target allows it, but does not
-        alone put the target out of reach: one slow batch is not a lasting loss."""
+        alone put the target out of reach: one slow batch is not a lasting loss. Nor does
+        the headroom of ``plan_percentile``: the target is out of reach only when no
+        interval meets it at ``percentile``."""
         if self._rate is None:
             return Decision("start", self._x0)
-        d = self._decide_at(self.margins())
-        if d.mode in OUT_OF_REACH and self.margins() != self.margins(latest=False):
-            plain = self._decide_at(self.margins(latest=False))
-            if plain.mode not in OUT_OF_REACH:
-                return plain
+        d, tried = self._decide_at(self.margins()), [self.margins()]
+        for latest, aim in ((False, True), (True, False), (False, False)):
+            m = self.margins(latest=latest, aim=aim)
+            if d.mode not in OUT_OF_REACH:
+                break
+            if m not in tried:
+                tried.append(m)
+                plain = self._decide_at(m)
+                d = plain if plain.mode not in OUT_OF_REACH else d
         return d
 
     def _decide_at(self, m: Margins) -> Decision:
