@@ -59,7 +59,7 @@ With records waiting in the source (backlog ``B > 0``) and an x that meets the t
 the arrivals alone, ``P(x) = p̂(r·x + B, k)``: the next batch takes them as well. If then
 no x meets the target (or the fit is not in use yet), the backlog is drained first, mode
 "catch-up": batches of ``n_c`` records, the smallest n whose ``n / (m_u·p̂(n))`` comes
-within 90 % of the best of any batch predicted to take at most 10 s and at most 4 times
+within 95 % of the best of any batch predicted to take at most 10 s and at most 4 times
 the largest batch measured, or what that batch's records/s read in 10 s if more
 (:func:`~adabatch.control.slo_model.catch_up_records`), each cut as soon as the one
 before finishes. A stream that starts minutes behind is read at

@@ -30,7 +30,7 @@ MAX_GRID = 4000
 # any batch predicted to take at most CATCH_UP_MAX_S, and at most CATCH_UP_GROWTH times
 # the largest batch measured (the fit is not trusted further out than that), or as many
 # as the largest batch's records/s would read in CATCH_UP_MAX_S if that is more.
-CATCH_UP_SHARE = 0.9
+CATCH_UP_SHARE = 0.95
 CATCH_UP_MAX_S = 10.0
 CATCH_UP_GROWTH = 4.0
 _EPS = 1e-9
