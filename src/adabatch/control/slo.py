@@ -24,8 +24,7 @@ The model (:mod:`adabatch.control.slo_model`)::
           batch was planned: what the model misses (the rate changing under a planned
           batch, a cost change), learnt from what happened. Only that error feeds δ, never
           δ itself, so at most 1 - plan_percentile of the batches end over the target
-          in a steady state. Queue delay is left out: it follows a rate step and drains (below),
-          and counting it would read one transient as a lasting loss of reach.
+          in a steady state. Queue delay is left out: no batch waits in a queue (below).
 
 The decision, for the arrival rate ``r`` = records / interval of the latest batch that was
 not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granularity`` in
@@ -449,9 +448,9 @@ class SloController(Controller):
             return Decision("start", self._x0)
         d, tried = self._decide_at(self.margins()), [self.margins()]
         for latest, aim in ((False, True), (True, False), (False, False)):
-            m = self.margins(latest=latest, aim=aim)
             if d.mode not in OUT_OF_REACH:
-                break
+                return d
+            m = self.margins(latest=latest, aim=aim)
             if m not in tried:
                 tried.append(m)
                 plain = self._decide_at(m)
