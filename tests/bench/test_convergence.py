@@ -85,3 +85,11 @@ def test_simulator_predicts_faster_reconvergence_for_isotonic() -> None:
     times = simulated_times(schedule(quick=False), seeds=(0, 1, 2))
     first, second = times["isotonic"]
     assert second < first
+
+
+def test_a_failed_headline_shows_the_phase_batch_by_batch() -> None:
+    from adabatch.bench.experiments.convergence import _intervals
+
+    records = run_of([0.5, 0.5, 1.0], start=10.0)
+    shown = _intervals(records, 10.5, 20.0)
+    assert shown == "intervals/processing from 10.5 s: 0.50/0.10 1.00/0.10"
