@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ci_quick import NOT_IN_CI
 
-from adabatch.bench import model, ratios, registry, report, resume
+from adabatch.bench import model, ratios, registry, report, resume, runner
 from adabatch.bench.model import (
     Analysis,
     Config,
@@ -337,6 +337,11 @@ def test_full_static_vs_adaptive_covers_every_workload_rate_and_baseline() -> No
             "--seed '-1': allowed an integer >= 0",
         ),
         (["bench", "timeline", "--out", "X", "--force", "--resume"], "exclude each other"),
+        (
+            ["bench", "timeline", "--out", "X", "--only", "nope-*"],
+            "--only 'nope-*' matches no config of timeline: allowed a shell pattern of its",
+        ),
+        (["bench", "all", "--out", "X", "--only", "a*"], "allowed with one, not all"),
     ],
 )
 def test_cli_bad_input_is_one_line(argv: list[str], message: str, capsys, tmp_path) -> None:
@@ -440,3 +445,14 @@ def test_who_wins_compares_the_default_with_fixed_point_as_a_user_runs_it(
     result = _result(tmp_path, list(outs), ())
     rows = report.default_vs_adaptive_table([result]).rows
     assert [(r[2], r[3]) for r in rows] == [("fixed-point", "0.70 / 1.20")]
+
+
+def test_only_selects_the_configs_a_shell_pattern_matches(tmp_path: Path) -> None:
+    from adabatch.bench.experiments import slo_scenarios
+
+    configs = slo_scenarios.all_configs(model.Settings(tmp_path, quick=False))
+    reduce = runner.select_configs("slo", configs, "reduce-*")
+    assert reduce and [c for c in configs if c.workload == "reduce"] == reduce
+    assert [c.name for c in runner.select_configs("slo", configs, "join-cpu-slo-2s")] == [
+        "join-cpu-slo-2s"
+    ]

@@ -60,7 +60,8 @@ def check_files(result: model.ExperimentResult) -> None:
 
 def check_resume(result: model.ExperimentResult, capsys) -> None:
     """``--resume`` after a finished run re-runs nothing and rewrites the same table; a
-    plain second run into the same directory is refused."""
+    plain second run into the same directory is refused; ``--only`` while another config
+    is not finished runs what it matches and leaves the analysis for later."""
     out = str(result.settings.out)
     name = result.experiment.name
     before = {o.name: (o.dir / "metrics.jsonl").stat().st_mtime_ns for o in result.outcomes}
@@ -72,6 +73,21 @@ def check_resume(result: model.ExperimentResult, capsys) -> None:
     assert after == before
     assert main(["bench", name, "--quick", "--out", out, "--no-progress"]) == 2
     assert "already holds results" in capsys.readouterr().err
+    # --only with another config not finished: its own runs (here reused), no analysis
+    first, other = result.outcomes[0], result.outcomes[-1]
+    total = len(result.experiment.configs(result.settings))
+    aside = other.dir.with_name(other.dir.name + ".aside")
+    other.dir.rename(aside)
+    section = result.section.stat().st_mtime_ns
+    try:
+        argv = ["bench", name, "--quick", "--out", out, "--resume", "--only", first.name]
+        assert main([*argv, "--no-progress"]) == 0
+        text = capsys.readouterr().out
+    finally:
+        aside.rename(other.dir)
+    assert f"1 config(s) matching {first.name!r} done; {total - 1} of {total} configs" in text
+    assert result.section.stat().st_mtime_ns == section
+    assert (first.dir / "metrics.jsonl").stat().st_mtime_ns == before[first.name]
 
 
 RETRIES = 1  # see the module docstring

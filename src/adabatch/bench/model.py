@@ -406,6 +406,19 @@ class ExperimentResult:
         return [v for v in self.analysis.verdicts if v.headline and not v.holds]
 
 
+@dataclass(frozen=True)
+class PartialRun:
+    """What ``--only`` ran while other configs of the experiment are not finished in its
+    directory yet: no analysis until every one is (a later ``--resume`` runs it)."""
+
+    experiment: Experiment
+    only: str
+    ran: tuple[Outcome, ...]
+    finished: int
+    total: int
+    dir: Path
+
+
 def by_name(outcomes: Sequence[Outcome], name: str) -> Outcome:
     """The outcome of the config called ``name``."""
     for o in outcomes:

@@ -22,6 +22,7 @@ its generator runs, the references it compares with, away.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -36,6 +37,7 @@ from adabatch.bench.model import (
     Experiment,
     ExperimentResult,
     Outcome,
+    PartialRun,
     Settings,
 )
 from adabatch.bench.registry import available, get_experiment, names
@@ -198,16 +200,18 @@ def _run_configs(
     progress: bool,
     on_outcome: Callable[[Outcome], None] | None,
     source: str = GENERATOR,
+    followups: bool = True,
 ) -> tuple[list[Outcome], float]:
-    """Run (or with ``resume`` reuse) every config and the follow-ups they lead to;
-    returns the outcomes and the wall seconds earlier runs spent on the reused ones."""
+    """Run (or with ``resume`` reuse) every config and, with ``followups``, the follow-ups
+    they lead to; returns the outcomes and the wall seconds earlier runs spent on the
+    reused ones."""
     from adabatch.runs.spark_job import run_spark
 
     settings = ctx.settings
     seen = {c.name for c in configs}
     outcomes: list[Outcome] = []
     reused_s = 0.0
-    extra = experiment.planned_followups(settings)
+    extra = experiment.planned_followups(settings) if followups else 0
     with _Bar(experiment.name, progress) as bar:
         pending = list(configs)
         while pending:
@@ -226,7 +230,7 @@ def _run_configs(
                 if on_outcome is not None:
                     on_outcome(outcome)
                 bar.finish_config(config.duration_s, reused=reused)
-            pending = list(experiment.followups(settings, outcomes))
+            pending = list(experiment.followups(settings, outcomes)) if followups else []
             _check_configs(pending, seen)
             check_source(experiment, [*(o.config for o in outcomes), *pending], source)
             extra = max(extra - len(pending), 0)
@@ -243,10 +247,15 @@ def run_experiment(
     progress: bool = True,
     on_outcome: Callable[[Outcome], None] | None = None,
     source: str = GENERATOR,
-) -> ExperimentResult:
+    only: str | None = None,
+) -> ExperimentResult | PartialRun:
     """Run every config of ``experiment`` on real Spark (one session), analyse, and write
     ``summaries.csv``, the figures, ``section.md`` and ``bench.json`` (see
-    :mod:`adabatch.bench.model`); every run reads ``source`` (see the module docstring)."""
+    :mod:`adabatch.bench.model`); every run reads ``source`` (see the module docstring).
+
+    ``only``, a shell pattern of config names, runs the configs it matches; the analysis
+    (and the follow-ups) comes once every config is finished in the directory, else the
+    result is a :class:`PartialRun`: a bench longer than a sitting runs part by part."""
     from adabatch.bench import report
     from adabatch.runs.spark_job import SPARK_CONF
     from adabatch.spark import get_spark
@@ -255,6 +264,7 @@ def run_experiment(
     ctx = Context(settings, exp_dir)
     configs = list(experiment.configs(settings))
     _check_configs(configs, set())
+    chosen = configs if only is None else select_configs(experiment.name, configs, only)
     check_source(experiment, configs, source)
     resume_rule.prepare_dir(exp_dir, force=force, resume=resume)
     marker = {
@@ -267,6 +277,12 @@ def run_experiment(
     if source != GENERATOR:
         marker["source"] = parse_source(source).shown
     _write_marker(exp_dir, marker)
+    names = {c.name for c in chosen}
+    unfinished = [
+        c for c in configs if c.name not in names and not _load_outcome(c, exp_dir / c.name, source)
+    ]
+    if unfinished:
+        configs = chosen
     check_inputs(configs, exp_dir, settings, source)
     if spark is None:
         spark = get_spark(settings.master, conf=SPARK_CONF)
@@ -283,8 +299,13 @@ def run_experiment(
             _WARMED.add(warm_key)
     outcomes, reused_s = _run_configs(
         experiment, ctx, configs, spark, resume=resume, progress=progress,
-        on_outcome=on_outcome, source=source,
+        on_outcome=on_outcome, source=source, followups=not unfinished,
     )  # fmt: skip
+    if unfinished:
+        total = len(configs) + len(unfinished)
+        return PartialRun(
+            experiment, str(only), tuple(outcomes), total - len(unfinished), total, exp_dir
+        )
     analysis = experiment.analyze(ctx, outcomes)
     csv_path = report.write_summaries_csv(exp_dir / "summaries.csv", outcomes)
     result = ExperimentResult(
@@ -307,6 +328,20 @@ def run_experiment(
     )
     _write_marker(exp_dir, marker)
     return result
+
+
+def select_configs(experiment: str, configs: Sequence[Config], only: str) -> list[Config]:
+    """The configs whose names match the shell pattern ``only`` (``fnmatch``); an error
+    naming the pattern and the configs there are when it matches none."""
+    chosen = [c for c in configs if fnmatch.fnmatchcase(c.name, only)]
+    if not chosen:
+        shown = ", ".join(c.name for c in configs[:6]) + (", ..." if len(configs) > 6 else "")
+        msg = (
+            f"--only {only!r} matches no config of {experiment}: allowed a shell pattern "
+            f"of its {len(configs)} config names ({shown})"
+        )
+        raise AdabatchError(msg)
+    return chosen
 
 
 def check_inputs(configs: Sequence[Config], exp_dir: Path, settings: Settings, source: str) -> None:

@@ -40,6 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--force", action="store_true", help="replace an earlier run in OUT")
     parser.add_argument("--resume", action="store_true", help="reuse finished configs in OUT")
+    parser.add_argument(
+        "--only",
+        metavar="PATTERN",
+        default=None,
+        help="run only the configs whose names match this shell pattern (e.g. 'reduce-*'); "
+        "the analysis comes once every config is finished in OUT (with --resume)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -80,9 +87,22 @@ def _producer_hint(
     )
 
 
+def _print_partial(part: model.PartialRun) -> None:
+    name = part.experiment.name
+    print(
+        f"{name}: {len(part.ran)} config(s) matching {part.only!r} done; {part.finished} of "
+        f"{part.total} configs finished in {part.dir}. The analysis runs once all are: "
+        f"adabatch bench {name} --out {part.dir.parent} --resume"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.force and args.resume:
         msg = "--force and --resume exclude each other"
+        raise AdabatchError(msg)
+    only = getattr(args, "only", None)
+    if only is not None and args.experiment == "all":
+        msg = f"--only {only!r} selects configs of one experiment; allowed with one, not all"
         raise AdabatchError(msg)
     source = parse_source(args.source)
     settings = model.Settings(
@@ -113,7 +133,11 @@ def run(args: argparse.Namespace) -> int:
         if source.live:
             runner.check_source(experiment, list(experiment.configs(settings)), source.text)
             print(_producer_hint(experiment, settings, source))
-        results = [runner.run_experiment(experiment, settings, **kwargs)]
+        done = runner.run_experiment(experiment, settings, only=only, **kwargs)
+        if isinstance(done, model.PartialRun):
+            _print_partial(done)
+            return 0
+        results = [done]
         _print_result(results[0])
         if args.docs is not None:
             written = page.publish_experiment(results[0], Path(args.docs), facts=machine_facts())
