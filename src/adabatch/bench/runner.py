@@ -267,20 +267,9 @@ def run_experiment(
     chosen = configs if only is None else select_configs(experiment.name, configs, only)
     check_source(experiment, configs, source)
     resume_rule.prepare_dir(exp_dir, force=force, resume=resume)
-    marker = {
-        "experiment": experiment.name,
-        "quick": settings.quick,
-        "seed": settings.seed,
-        "master": redact_url(settings.master),
-        "command": settings.command,
-    }
-    if source != GENERATOR:
-        marker["source"] = parse_source(source).shown
+    marker = _start_marker(experiment, settings, source)
     _write_marker(exp_dir, marker)
-    names = {c.name for c in chosen}
-    unfinished = [
-        c for c in configs if c.name not in names and not _load_outcome(c, exp_dir / c.name, source)
-    ]
+    unfinished = _unfinished_others(configs, chosen, exp_dir, source)
     if unfinished:
         configs = chosen
     check_inputs(configs, exp_dir, settings, source)
@@ -328,6 +317,30 @@ def run_experiment(
     )
     _write_marker(exp_dir, marker)
     return result
+
+
+def _unfinished_others(
+    configs: Sequence[Config], chosen: Sequence[Config], exp_dir: Path, source: str
+) -> list[Config]:
+    """The configs not ``chosen`` that have no finished run in ``exp_dir``."""
+    names = {c.name for c in chosen}
+    return [
+        c for c in configs if c.name not in names and not _load_outcome(c, exp_dir / c.name, source)
+    ]
+
+
+def _start_marker(experiment: Experiment, settings: Settings, source: str) -> dict[str, Any]:
+    """What ``bench.json`` says before the first run: the settings that decide the numbers."""
+    marker: dict[str, Any] = {
+        "experiment": experiment.name,
+        "quick": settings.quick,
+        "seed": settings.seed,
+        "master": redact_url(settings.master),
+        "command": settings.command,
+    }
+    if source != GENERATOR:
+        marker["source"] = parse_source(source).shown
+    return marker
 
 
 def select_configs(experiment: str, configs: Sequence[Config], only: str) -> list[Config]:
