@@ -92,7 +92,7 @@ def _print_partial(part: model.PartialRun) -> None:
     print(
         f"{name}: {len(part.ran)} config(s) matching {part.only!r} done; {part.finished} of "
         f"{part.total} configs finished in {part.dir}. The analysis runs once all are: "
-        f"adabatch bench {name} --out {part.dir.parent} --resume"
+        "the same command with --resume, and --only for the rest or none"
     )
 
 
