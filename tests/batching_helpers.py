@@ -23,9 +23,12 @@ class Scripted(Controller):
     name = "scripted"
     summary = "test helper"
 
-    def __init__(self, intervals, blocks=2, max_records=None, *, when_free=False, replan=False):
+    def __init__(
+        self, intervals, blocks=2, max_records=None, *, when_free=False, replan=False, full=False
+    ):
         super().__init__()
         self.replan = replan
+        self.full = full
         self.intervals = list(intervals)
         self.blocks = blocks
         self.max_records = max_records
@@ -36,7 +39,9 @@ class Scripted(Controller):
     def plan(self, now: float) -> BatchPlan:
         self.plans.append(now)
         x = self.intervals[min(len(self.plans) - 1, len(self.intervals) - 1)]
-        return BatchPlan(x, self.blocks, self.max_records, self.when_free, self.replan)
+        return BatchPlan(
+            x, self.blocks, self.max_records, self.when_free, self.replan, cut_when_full=self.full
+        )
 
     def observe(self, report: BatchReport) -> None:
         self.reports.append(report)

@@ -9,8 +9,9 @@ import pytest
 
 from adabatch.batching import BatchCutter, CutBatch, Limit, merge
 from adabatch.control import registry
+from adabatch.control.base import BatchPlan
 from adabatch.errors import AdabatchError
-from batching_helpers import Scripted, constant
+from batching_helpers import Scripted, arrival, constant
 
 
 def test_cuts_on_schedule_and_measures_processing_and_queue_delay():
@@ -84,6 +85,52 @@ def test_a_stream_started_behind_is_read_one_planned_batch_at_a_time():
     again = BatchCutter(Scripted([1.0], max_records=120, when_free=True), constant(100))
     again.restore(cutter.state())
     assert again.poll(300.5).handed == cutter.poll(300.5).handed
+
+
+def test_a_plan_cut_when_full_ends_its_window_at_its_last_record():
+    # 100 records/s, 1 s windows of at most 50: each is cut when its 50th record arrives
+    cutter = BatchCutter(
+        Scripted([1.0], max_records=50, full=True), constant(100), arrival_time=arrival(100)
+    )
+    assert cutter.next_cut_at() == pytest.approx(0.5)
+    first = cutter.poll(0.5).handed
+    assert (first.start, first.end, first.cut_at, first.interval_s) == (0, 50, 0.5, 0.5)
+    # without arrival times (or without the flag) the cap only limits what the cut takes
+    plain = BatchCutter(Scripted([1.0], max_records=50, full=True), constant(100))
+    assert plain.next_cut_at() == 1.0
+    capped = BatchCutter(Scripted([1.0], max_records=50), constant(100), arrival_time=arrival(100))
+    assert capped.next_cut_at() == 1.0 and capped.poll(1.0).handed.records == 50
+
+
+class _Live:
+    """A live source: a record's arrival is known once a poll has looked (``available``)."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.seen = rate, 0
+
+    def available(self, now: float) -> int:
+        self.seen = max(self.seen, math.floor(now * self.rate + 1e-9))
+        return math.floor(now * self.rate + 1e-9)
+
+    def arrival_time(self, offset: int) -> float:
+        return (offset + 1) / self.rate if offset < self.seen else math.inf
+
+
+def test_a_live_source_is_cut_when_full_at_the_poll_that_sees_it_full():
+    live = _Live(100)
+    cutter = BatchCutter(
+        Scripted([1.0], max_records=50, full=True), live.available, arrival_time=live.arrival_time
+    )
+    assert cutter.poll(0.3).handed is None and cutter.next_cut_at() == 1.0
+    handed = cutter.poll(0.7).handed  # the 50th record arrived at 0.5: cut there
+    assert (handed.end, handed.cut_at, handed.interval_s) == (50, 0.5, 0.5)
+
+
+def test_cut_when_full_needs_a_record_cap():
+    with pytest.raises(AdabatchError, match="cut_when_full"):
+        BatchPlan(1.0, 2, None, cut_when_full=True)
+    with pytest.raises(AdabatchError, match="cut_when_full"):
+        BatchPlan(1.0, 2, 0, cut_when_full=True)
 
 
 def test_coalesce_merges_waiting_batches():

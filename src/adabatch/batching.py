@@ -43,6 +43,12 @@ another, not in the windows that fell due before any report. A plan with ``repla
 made again the same way, on the papers' schedule otherwise: a report that shows the
 processing cost changed moves the next cut at once, not one batch later.
 
+A plan with ``cut_when_full`` is also cut when its window holds ``max_records``: at the
+arrival of that record (``arrival_time``), if that comes before the interval's end. A
+source whose future arrivals are known (the generator, the simulator's profile) is cut
+at that instant; a live one (files, Redis) once a poll has seen the record arrive, which
+for a plan the reader waits on can be up to its longest wait later.
+
 ``stop_at`` ends the stream: no batch is cut or handed out after it (a simulation's
 duration; Spark runs until the query stops).
 
@@ -214,6 +220,8 @@ class BatchCutter:
 
     def poll(self, now: float, limit: Limit = NO_LIMIT) -> Poll:
         """One ``latestOffset`` call at stream time ``now`` (see the module docstring)."""
+        if self.plan is not None and self.plan.cut_when_full:
+            self.peek(now)  # a live source learns what arrived, so a full window is seen
         changed = bool(self.cut_due(now, before=True))
         report = None
         report_batch = None
@@ -246,13 +254,23 @@ class BatchCutter:
             return math.inf
         if self.plan is None:
             self.plan = self.controller.plan(self.plan_start)
-        cut_at = self.plan_start + self.plan.interval_s
+        cut_at = min(self.plan_start + self.plan.interval_s, self._full_at())
         if self.plan.when_free:
             if self.in_flight is not None or self.queue:
                 return math.inf  # cut when the batch finishes (complete, then cut_due)
             cut_at = max(cut_at, self.free_at)
         last = self.stop_at if self.end_at is None else min(self.stop_at, self.end_at)
         return cut_at if cut_at <= last else math.inf
+
+    def _full_at(self) -> float:
+        """When the current plan's window holds its ``max_records`` (``cut_when_full``):
+        the arrival of its last record, not before the window opened; ``math.inf`` when the
+        plan does not cut when full or that record's arrival is not known yet."""
+        plan = self.plan
+        if plan is None or not plan.cut_when_full or self.arrival_time is None:
+            return math.inf
+        assert plan.max_records is not None
+        return max(self.plan_start, self.arrival_time(self.next_offset + plan.max_records - 1))
 
     def cut_due(self, now: float, *, before: bool = False) -> list[CutBatch]:
         """Cut every batch due by ``now`` (strictly before it with ``before``), asking the
@@ -265,7 +283,7 @@ class BatchCutter:
             assert self.plan is not None
             plan = self.plan
             interval = plan.interval_s
-            if plan.when_free and cut_at != self.plan_start + interval:  # cut when free
+            if cut_at != self.plan_start + interval:  # cut when free, or when full
                 interval = cut_at - self.plan_start
             cut.append(self._cut(cut_at, interval, plan.blocks, plan.max_records))
             self.plan_start = cut_at

@@ -54,7 +54,10 @@ class BatchPlan:
     busy then, when it is free, with what has arrived by that moment (Spark's
     processingTime trigger); by default batches are cut on schedule and queue (the
     papers' model). ``replan`` asks for the plan again after every report that arrives
-    before its batch is cut, so the cut follows what that report showed. See
+    before its batch is cut, so the cut follows what that report showed.
+    ``cut_when_full`` (with ``max_records``) also cuts the batch as soon as that many
+    records wait for it, before its interval ends: a rate that rises within the window
+    ends the window early instead of making the batch bigger than planned. See
     :mod:`adabatch.batching`.
     """
 
@@ -63,6 +66,7 @@ class BatchPlan:
     max_records: int | None = None
     when_free: bool = False
     replan: bool = False
+    cut_when_full: bool = False
 
     def __post_init__(self) -> None:
         if not (self.interval_s > 0 and math.isfinite(self.interval_s)):
@@ -73,6 +77,12 @@ class BatchPlan:
             raise AdabatchError(msg)
         if self.max_records is not None and self.max_records < 0:
             msg = f"plan max_records = {self.max_records!r} must be >= 0 or None"
+            raise AdabatchError(msg)
+        if self.cut_when_full and not self.max_records:
+            msg = (
+                f"plan cut_when_full with max_records = {self.max_records!r}: a cut when "
+                "full needs max_records >= 1"
+            )
             raise AdabatchError(msg)
 
 

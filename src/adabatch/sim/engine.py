@@ -85,8 +85,12 @@ class SimOutcome:
 
 
 class Arrivals(Protocol):
-    """Where the simulated records come from: the two questions the simulator asks of a
+    """Where the simulated records come from: the questions the simulator asks of a
     source (a :class:`~adabatch.sources.base.RecordSource` answers them too)."""
+
+    def arrival_time(self, offset: int) -> float:
+        """Stream time at which record ``offset`` arrives (a plan cut when full)."""
+        ...
 
     def available(self, now: float) -> int:
         """Records arrived by stream time ``now`` (asked at cut times, in order)."""
@@ -140,6 +144,11 @@ class ProfileArrivals:
         self.arrived += count
         self.t_last, self.c_last = now, c_now
         return self.arrived
+
+    def arrival_time(self, offset: int) -> float:
+        """When the profile's cumulative count reaches record ``offset`` (with Poisson
+        counts, when it is expected: a cut at that time takes what arrived by then)."""
+        return self.profile.arrival_time(offset + 1)
 
     def peek(self, now: float) -> int:
         """About the records arrived by ``now``, without recording their arrival (a Poisson
@@ -293,7 +302,14 @@ def simulate_arrivals(
         raise AdabatchError(msg)
     # a RecordSource answers available() without side effects, so it is its own peek
     peek = getattr(arrivals, "peek", None)
-    cutter = BatchCutter(controller, arrivals.available, queue=queue, stop_at=duration_s, peek=peek)
+    cutter = BatchCutter(
+        controller,
+        arrivals.available,
+        queue=queue,
+        stop_at=duration_s,
+        peek=peek,
+        arrival_time=arrivals.arrival_time,
+    )
     sim = _Simulation(cutter, model, arrivals, rng, resources)
     now, events, diverged = 0.0, 0, False
     while True:
