@@ -57,13 +57,17 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
 With records waiting in the source (backlog ``B > 0``) and an x that meets the target for
 the arrivals alone, ``P(x) = p̂(r·x + B, k)``: the next batch takes them as well. If then
 no x meets the target (or the fit is not in use yet), the backlog is drained first, mode
-"catch-up": batches of ``n_c`` records, the smallest n whose ``n / (m_u·p̂(n))`` comes
-within 95 % of the best of any batch predicted to take at most 10 s and at most 4 times
-the largest batch measured, or what that batch's records/s read in 10 s if more
-(:func:`~adabatch.control.slo_model.catch_up_records`), each cut as soon as the one
-before finishes. A stream that starts minutes behind is read at
-the machine's speed in batches of bounded size, not as one batch (Spark's default) nor in
-target-sized ones; the target applies again once the backlog is gone.
+"catch-up"; so it is when no x meets the target for the arrivals alone though some is
+stable, once more than the largest batch measured waits (and until the backlog is gone): a
+floor plan would drain it only at the pace of its cap. Catch-up batches hold ``n_c``
+records, the smallest n whose ``n / (m_u·p̂(n))`` comes within 95 % of the best of any
+batch predicted to take at most 10 s and at most 4 times the largest batch measured, or
+what that batch's records/s read in 10 s if more, and no more than the largest measured
+once a step stopped raising the records/s
+(:func:`~adabatch.control.slo_model.catch_up_records`); each is cut as soon as the one
+before finishes. A stream that starts minutes behind is read at the machine's speed in
+batches of bounded size, not as one batch (Spark's default) nor in target-sized ones; the
+target applies again once the backlog is gone.
 
 Every plan is cut when processing is free (``BatchPlan.when_free``, Spark's
 processingTime rule): at the end of its interval, or when the batch before finishes if
@@ -72,16 +76,24 @@ delays the next one only, instead of every batch cut while it ran (measured on S
 join at 9,000 records/s under a background CPU load: a queue of 0.7-1.1 s behind one
 1.4 s batch put five batches in a row over a 2 s target). So q is not predicted.
 
+A plan of mode "target" caps its batch at ``n_full(x)``, the most records with ``x +
+m_q·p̂(n) + δ <= target`` (at least what it expects), and is cut as soon as its window
+holds them (``BatchPlan.cut_when_full``): a rate that rises within a long window ends the
+window early instead of making a batch that misses. (Simulated, join at 9,000 records/s
+quadrupling for 8 s under 4.2 s windows of a 5 s target: the window open when the burst
+began took 151,200 records and ended 5.23 s after it opened; cut when full it takes 68,286
+and ends after 2.6 s.)
+
 While records wait in the source (estimated backlog > 0) every plan caps its batch at
-``n_cap(x)``. A batch is *capped* when it holds exactly the cap planned; its
-records/interval is then not the arrival rate. Where the report says how many records
-the source still holds (``left_records``: the batching model fills it in Spark and in
-the simulator), the arrival rate between two reports is ``(records + left - left_before)
-/ (time between)``, so a rate that changes under caps is seen at once, and the backlog
-is ``left`` outside queued batches minus what arrived within one interval of the batch's
-cut. Without it the backlog is estimated: the rate keeps its last uncapped value, the
-backlog grows by ``r·x - records`` per capped batch, and an uncapped batch means it is
-gone.
+``n_cap(x)`` (or ``n_full(x)`` if less). A batch is *capped* when it holds exactly the cap
+planned; its records/interval is then not the arrival rate. Where the report says how many
+records the source still holds (``left_records``: the batching model fills it in Spark and
+in the simulator), the arrival rate between two reports is ``(records + left -
+left_before) / (time between)``, so a rate that changes under caps is seen at once, and
+the backlog is ``left`` outside queued batches minus what arrived within one interval of
+the batch's cut. Without it the backlog is estimated: the rate keeps its last uncapped
+value, the backlog grows by ``r·x - records`` per capped batch, and an uncapped batch
+means it is gone.
 
 A report that arrives before the open window is cut asks for its plan again
 (``BatchPlan.replan``). An uncapped plan of mode "target" or "floor" is replaced only
@@ -326,6 +338,7 @@ class SloController(Controller):
         # window start, its latest plan, whether that plan stands when asked again
         self._plan: tuple[float, BatchPlan, bool] | None = None
         self._queue_delay = 0.0
+        self._draining = False  # the latest decision was a catch-up
         self._streak = 0
         self._warned: list[str] = []
         self._observed = 0
@@ -346,14 +359,21 @@ class SloController(Controller):
         x = d.interval_s
         if self._finished is not None and now + x < self._finished:
             x = self._finished - now  # made again after a report: cut now, not in the past
-        if d.max_records is not None:
-            self._caps = [c for c in self._caps if c != d.max_records][-(CAPS_KEPT - 1) :]
-            self._caps.append(d.max_records)
+        cap, full = d.max_records, False
+        if d.mode == "target":
+            n_full = self._full_records(d.interval_s)
+            if n_full is not None and (cap is None or n_full < cap):
+                cap, full = n_full, True
+        if cap is not None:
+            self._caps = [c for c in self._caps if c != cap][-(CAPS_KEPT - 1) :]
+            self._caps.append(cap)
         if d.model_latency_s is not None:
             self._pending[round(now + x, 6)] = round(d.model_latency_s, 6)
             while len(self._pending) > PENDING_KEPT:
                 del self._pending[next(iter(self._pending))]
-        plan = BatchPlan(x, self.params.blocks, d.max_records, when_free=True, replan=True)
+        plan = BatchPlan(
+            x, self.params.blocks, cap, when_free=True, replan=True, cut_when_full=full
+        )
         # a capped plan, or one of a mode that plans batch by batch, is made again after
         # every report; the others stand unless predicted to miss (above)
         stands = d.mode not in REDECIDED and d.max_records is None
@@ -381,6 +401,7 @@ class SloController(Controller):
             self._rate, self._backlog = n / x, 0.0
         self._last_x, self._queue_delay = x, report.queue_delay_s
         self._finished = report.finished_at
+        self._draining = self._decision is not None and self._decision.mode == "catch-up"
         self._decision, self._margins = None, {}
         self._verdict(self._current())
 
@@ -486,10 +507,14 @@ class SloController(Controller):
             # the arrivals alone would meet the target; the fit is not trusted far out
             if self._backlog > self._trusted() or not self._meets(xs, p, m):
                 return self._catch_up(m, xs, arriving)
+        elif self._backlog and self._stable(xs, arriving, m).any() and self._drain():
+            # the arrivals are kept up with but miss the target anyway: no plan absorbs a
+            # backlog of more than a batch at the target, so it is read at full speed
+            return self._catch_up(m, xs, arriving)
         model = xs + m.q * p
         lat = model + m.delta
         # an interval whose batch holds more than the fit is trusted with is not a candidate
-        stable = (m.u * p <= u * xs + _EPS) & (self._rate * xs <= self._trusted())
+        stable = self._stable(xs, p, m)
         if not stable.any():
             return self._overload(m)
         # the cheapest interval among batches the fit has seen the like of: below a quarter
@@ -510,6 +535,19 @@ class SloController(Controller):
         cap = self._backlog_cap(x, m) if self._backlog > 0 else None
         pq = float(m.q * p[i])
         return Decision(mode, x, cap, float(lat[i]), achievable, pq, None, float(model[i]))
+
+    def _drain(self) -> bool:
+        """Whether a backlog the target cannot absorb is read at full speed: more than the
+        largest batch measured waits, or the decision before was a catch-up already (it
+        goes on until the backlog is gone)."""
+        return self._draining or self._backlog > self._fit.largest(self.params.blocks)
+
+    def _stable(self, xs: np.ndarray, p: np.ndarray, m: Margins) -> np.ndarray:
+        """Which intervals ``xs`` with processing ``p`` are stable (mean processing within
+        ``utilisation`` of the interval) with a batch the fit is trusted with."""
+        assert self._rate is not None
+        u = self.params.utilisation
+        return (m.u * p <= u * xs + _EPS) & (self._rate * xs <= self._trusted())
 
     def _meets_at(self, x: float) -> bool:
         """Whether an interval of ``x`` at the current rate is predicted to meet the
@@ -585,6 +623,21 @@ class SloController(Controller):
         budget = np.array([self.params.utilisation * x / m.u])
         n = float(self._fit.records_within(budget, self.params.blocks)[0])
         n = min(n, self._trusted())
+        if not math.isfinite(n) or n >= MAX_RECORDS:
+            return None
+        return max(1, math.floor(n))
+
+    def _full_records(self, x: float) -> int | None:
+        """The most records a batch planned at ``x`` may take and still meet the target
+        (``x + m_q·p̂(n) + δ <= target``), at least what the plan expects (arrivals
+        and backlog); its window is
+        cut once it holds them (``cut_when_full``). ``None``: no bound below
+        ``MAX_RECORDS``."""
+        assert self._rate is not None
+        m = self.margins()
+        budget = np.array([(self.params.target - x - m.delta) / m.q])
+        n = min(float(self._fit.records_within(budget, self.params.blocks)[0]), self._trusted())
+        n = max(n, math.ceil(self._rate * x + self._backlog))
         if not math.isfinite(n) or n >= MAX_RECORDS:
             return None
         return max(1, math.floor(n))
@@ -700,6 +753,7 @@ class SloController(Controller):
             "pending": [[t, v] for t, v in self._pending.items()],
             "caps": list(self._caps),
             "streak": self._streak,
+            "draining": self._draining,
         }
 
     def restore(self, state: Mapping[str, Any]) -> None:
@@ -721,6 +775,7 @@ class SloController(Controller):
             self._queue_delay = float(state.get("queue_delay_s", 0.0))
             self._caps = [int(c) for c in state.get("caps", [])][-CAPS_KEPT:]
             self._streak = int(state.get("streak", 0))
+            self._draining = bool(state.get("draining", False))
             self._warned = [str(w) for w in state.get("warned", [])]
             self._observed = int(state.get("observed", 0))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:

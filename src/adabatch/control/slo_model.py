@@ -33,6 +33,10 @@ MAX_GRID = 4000
 CATCH_UP_SHARE = 0.95
 CATCH_UP_MAX_S = 10.0
 CATCH_UP_GROWTH = 4.0
+# Catch-up batches grow past the largest measured only while each step grows the batch
+# (GREW) and its records/s (RISE): once they settle, a fit that turns linear over a few
+# neighbouring bins of superlinear work would otherwise call a 4x batch cheap.
+GREW, RISE = 1.5, 1.25
 _EPS = 1e-9
 # Most bins the memory keeps; beyond it the least recently updated bin is forgotten.
 MAX_BINS = 256
@@ -81,6 +85,7 @@ class ProcessingFit:
         self.bins: dict[tuple[int, int], list[float]] = {}  # (k, bin) -> [n, p, count, seen]
         self.observed = 0
         self.last: tuple[float, int, float] | None = None  # latest (n, k, p)
+        self.previous: tuple[float, int, float] | None = None  # the one before it
         self._coef: dict[int, np.ndarray | None] = {}  # blocks -> (a, b, c, d) or None
 
     # ----------------------------------------------------------------- learning
@@ -102,7 +107,7 @@ class ProcessingFit:
             entry[1] += w * (processing_s - entry[1])
             entry[2] = count
             entry[3] = float(self.observed)
-        self.last = (float(records), blocks, float(processing_s))
+        self.previous, self.last = self.last, (float(records), blocks, float(processing_s))
         self._coef.clear()
 
     def fitted(self, blocks: int) -> bool:
@@ -206,6 +211,19 @@ class ProcessingFit:
         rows = [(e[0], e[1]) for (k, _), e in self.bins.items() if k == blocks]
         return max(rows, default=(0.0, 0.0))
 
+    def still_rising(self, blocks: int) -> bool:
+        """Whether the latest batch (in ``blocks`` blocks) was at least ``GREW`` times the
+        one before and read ``RISE`` times its records/s: a bigger batch still reads
+        faster, so the fit may be followed past what was measured. ``True`` before two
+        batches (no evidence either way)."""
+        last, before = self.last, self.previous
+        if last is None or before is None:
+            return True
+        (n1, k1, p1), (n0, k0, p0) = last, before
+        if k1 != blocks or k0 != blocks or min(p0, p1) <= 0 or n0 <= 0:
+            return True
+        return n1 >= GREW * n0 and n1 / p1 > RISE * (n0 / p0)
+
     # ----------------------------------------------------------------- state
 
     def to_json(self) -> dict[str, Any]:
@@ -213,6 +231,7 @@ class ProcessingFit:
         return {
             "observed": self.observed,
             "last": None if self.last is None else list(self.last),
+            "previous": None if self.previous is None else list(self.previous),
             "bins": [[k, b, *entry] for (k, b), entry in self.bins.items()],
         }
 
@@ -221,6 +240,10 @@ class ProcessingFit:
         self.observed = int(data.get("observed", 0))
         last = data.get("last")
         self.last = None if last is None else (float(last[0]), int(last[1]), float(last[2]))
+        before = data.get("previous")
+        self.previous = (
+            None if before is None else (float(before[0]), int(before[1]), float(before[2]))
+        )
         self.bins = {}
         for row in data.get("bins", []):
             k, b, n, p, count, seen = row
@@ -312,12 +335,15 @@ def catch_up_records(fit: ProcessingFit, blocks: int, mean_margin: float, cap: i
     or, if more, to what that batch's records/s read in ``CATCH_UP_MAX_S``: where a batch
     is mostly fixed cost (a fast machine, a small one) the batches grow faster than four
     times per step, and still no batch is predicted past ``CATCH_UP_MAX_S`` at the
-    records/s measured."""
+    records/s measured. Not past the largest measured at all once a step stopped growing
+    the batch and its records/s (:meth:`ProcessingFit.still_rising`)."""
     top = float(fit.records_within(np.array([CATCH_UP_MAX_S / mean_margin]), blocks)[0])
     n_max, p_max = fit.largest_bin(blocks)
-    trusted = CATCH_UP_GROWTH * max(n_max, 1.0)
-    if p_max > 0:
-        trusted = max(trusted, n_max * CATCH_UP_MAX_S / (mean_margin * p_max))
+    trusted = max(n_max, 1.0)
+    if fit.still_rising(blocks):
+        trusted *= CATCH_UP_GROWTH
+        if p_max > 0:
+            trusted = max(trusted, n_max * CATCH_UP_MAX_S / (mean_margin * p_max))
     top = min(top, trusted, float(cap))
     if not top > 1.0:
         return 1
