@@ -20,7 +20,7 @@ import pytest
 from adabatch.control import create
 from adabatch.control.base import BatchPlan, BatchReport, Controller
 from adabatch.control.slo import SloController
-from adabatch.control.slo_model import CATCH_UP_MAX_S
+from adabatch.control.slo_model import CATCH_UP_MAX_S, ProcessingFit, catch_up_records
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord
 from adabatch.profiles import parse_profile
@@ -413,6 +413,19 @@ def test_a_stream_started_behind_is_read_at_full_speed_in_bounded_batches(
     after = [r for r in records if r.cut_at > BEHIND_S + took + 30.0]
     assert p95_latency(after) <= target
     assert {r.controller_state["mode"] for r in after} == {"target"}
+
+
+def test_catch_up_batches_grow_past_the_largest_measured_only_while_records_s_rise() -> None:
+    """Quadratic work (join pairs) measured at 8-12k records, where a linear fit sees no
+    curve: while the steps raise the records/s the fit is followed up to 4x the largest
+    batch; once a step of the same size read no faster, no batch goes past it."""
+    rising, settled = ProcessingFit(0.98, 0.02, 0.1), ProcessingFit(0.98, 0.02, 0.1)
+    for n in (2_000, 8_000):
+        rising.add(n, 2, 0.1 + 6e-5 * n)
+    for n in (8_000, 12_000, 12_000):
+        settled.add(n, 2, 0.1 + 6e-5 * n)
+    assert catch_up_records(rising, 2, 1.0, 10**9) > 1.5 * 8_000
+    assert catch_up_records(settled, 2, 1.0, 10**9) <= 12_000
 
 
 def _drained_s(ctrl: Controller) -> float:
