@@ -361,10 +361,10 @@ class SloController(Controller):
         x = d.interval_s
         if self._finished is not None and now + x < self._finished:
             x = self._finished - now  # made again after a report: cut now, not in the past
-        elif self._draining and d.mode != "catch-up" and self._finished is not None:
+        elif self._draining and d.mode != "catch-up" and (self._finished or 0.0) > now:
             # the backlog is read: the window open since the last catch-up cut waited
             # through that batch already, so it is cut now
-            x = min(x, max(self._finished - now, 0.0)) or x
+            x = min(x, self._finished - now)  # type: ignore[operator]
         cap, full = d.max_records, False
         if d.mode == "target":
             n_full = self._full_records(d.interval_s)
@@ -637,10 +637,9 @@ class SloController(Controller):
 
     def _full_records(self, x: float) -> int | None:
         """The most records a batch planned at ``x`` may take and still meet the target
-        (``x + m_q·p̂(n) + δ <= target``), at least what the plan expects (arrivals
-        and backlog); its window is
-        cut once it holds them (``cut_when_full``). ``None``: no bound below
-        ``MAX_RECORDS``."""
+        (``x + m_q·p̂(n) + δ <= target``), at least what the plan expects (arrivals and
+        backlog); its window is cut once it holds them (``cut_when_full``). ``None``: no
+        bound below ``MAX_RECORDS``."""
         assert self._rate is not None
         m = self.margins()
         budget = np.array([(self.params.target - x - m.delta) / m.q])
