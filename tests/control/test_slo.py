@@ -287,6 +287,24 @@ def test_a_target_below_the_processing_floor_is_reported_and_the_run_stays_stabl
     assert p95_latency(kept) < p95_latency(after_warmup(simulate(scenario, "fixed-point").records))
 
 
+def test_a_warning_found_wrong_later_is_taken_back(caplog: pytest.LogCaptureFixture) -> None:
+    """A 0.5 s target at 50,000 records/s: the first batches predict 0.51 s at the
+    shortest stable interval, so the target is reported out of reach; the later batches
+    meet it, and one more line says so instead of leaving the warning standing."""
+    caplog.set_level(logging.WARNING, logger="adabatch.control.slo")
+    result = simulate(calibrated("reduce", "constant:50000", "60s"), "slo", {"target": 0.5})
+    lines = [r.getMessage() for r in caplog.records if r.name == "adabatch.control.slo"]
+    assert len(lines) == 2, lines
+    assert "0.5 s (p95)" in lines[0] and "cannot be met" in lines[0]
+    assert "is met again: the observed p95 batch latency is" in lines[1]
+    states = [r.controller_state for r in result.records]
+    warned = [bool(s["warned"]) for s in states]
+    first = warned.index(True)
+    back = warned.index(False, first)
+    assert [s["slo_met"] for s in states[back - 2 : back + 1]] == [True] * 3
+    assert all(s["observed_latency_s"] <= 0.5 for s in states[back:])
+
+
 # --- overload ---------------------------------------------------------------------------
 
 

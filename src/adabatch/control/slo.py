@@ -127,7 +127,8 @@ latency of any stable interval; the capped batch latency in overload), the mode,
 rate, the estimated backlog and the margin. The first time the target is found out of
 reach (``CONFIRM`` observed batches in a row once the fit is in use) one warning line
 goes to the ``adabatch.control.slo`` logger, naming the target, the best achievable
-latency and why.
+latency and why; once it is met again (``CONFIRM`` reports in a row with ``slo_met``) a
+second line takes the warning back, and it may come again.
 
 Size: this docstring states the whole model and decision rule (about 110 lines) so that
 the code can be read against it; the code alone is within the 600-line rule.
@@ -341,7 +342,8 @@ class SloController(Controller):
         self._plan: tuple[float, BatchPlan, bool] | None = None
         self._queue_delay = 0.0
         self._draining = False  # the latest decision was a catch-up
-        self._streak = 0
+        self._streak = 0  # decisions in a row with the target out of reach
+        self._met_streak = 0  # reports in a row with the target met
         self._warned: list[str] = []
         self._observed = 0
         self._decision: Decision | None = None
@@ -673,20 +675,37 @@ class SloController(Controller):
         return predicted and seen is not None and seen <= self.params.target + _EPS
 
     def _verdict(self, d: Decision) -> None:
-        """Count reports in a row with the target out of reach; warn once per kind."""
-        out_of_reach = d.mode in OUT_OF_REACH
-        self._streak = self._streak + 1 if out_of_reach else 0
+        """Count reports in a row with the target out of reach, and in a row met: warn
+        once per kind when it is out of reach, and take the warning back once it is met
+        again (an early verdict from few batches, or a load that fell, is not left
+        standing on the console)."""
+        self._streak = self._streak + 1 if d.mode in OUT_OF_REACH else 0
+        self._met_streak = self._met_streak + 1 if self.slo_met() else 0
         if self._streak >= CONFIRM and d.mode not in self._warned:
             self._warned.append(d.mode)
             log.warning(self.explain(d))
+        elif self._warned and self._met_streak >= CONFIRM:
+            self._warned = []
+            log.warning(self._met_again(d))
+
+    def _met_again(self, d: Decision) -> str:
+        """One line: the target reported out of reach is met again, and how."""
+        seen = self.observed_latency()
+        assert seen is not None  # met means observed
+        return (
+            f"{self._head()} is met again: the observed p{self.params.percentile:g} batch "
+            f"latency is {seen:.2f} s at interval {d.interval_s:g} s"
+        )
+
+    def _head(self) -> str:
+        t, pct = self.params.target, self.params.percentile
+        rate = 0.0 if self._rate is None else self._rate
+        return f"slo: latency target {t:g} s (p{pct:g}) at {rate:,.0f} records/s"
 
     def explain(self, d: Decision | None = None) -> str:
         """One line: whether the target is met, and if not the best achievable latency
         and why."""
-        d = d or self._current()
-        t, pct = self.params.target, self.params.percentile
-        rate = 0.0 if self._rate is None else self._rate
-        head = f"slo: latency target {t:g} s (p{pct:g}) at {rate:,.0f} records/s"
+        d, head = d or self._current(), self._head()
         if d.mode == "floor":
             return (
                 f"{head} cannot be met: the best achievable is {d.achievable_latency_s:.2f} s "
@@ -760,6 +779,7 @@ class SloController(Controller):
             "pending": [[t, v] for t, v in self._pending.items()],
             "caps": list(self._caps),
             "streak": self._streak,
+            "met_streak": self._met_streak,
             "draining": self._draining,
         }
 
@@ -782,6 +802,7 @@ class SloController(Controller):
             self._queue_delay = float(state.get("queue_delay_s", 0.0))
             self._caps = [int(c) for c in state.get("caps", [])][-CAPS_KEPT:]
             self._streak = int(state.get("streak", 0))
+            self._met_streak = int(state.get("met_streak", 0))
             self._draining = bool(state.get("draining", False))
             self._warned = [str(w) for w in state.get("warned", [])]
             self._observed = int(state.get("observed", 0))
