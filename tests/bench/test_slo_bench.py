@@ -50,6 +50,16 @@ def test_every_shape_of_every_workload_has_slo_beside_what_a_user_would_run() ->
     assert all(c.source_options["keys_profile"] == "steps:500@0,40000@40s,500@80s" for c in keys)
 
 
+def test_a_full_run_warms_the_session_up_longer_than_quick(tmp_path: Path) -> None:
+    from adabatch.bench.experiments import slo
+
+    exp = get_experiment("slo")
+    exp.configs(Settings(tmp_path, quick=False))  # the runner reads warmup_s after this
+    assert exp.warmup_s == slo.FULL_SESSION_WARMUP_S > slo.QUICK_SESSION_WARMUP_S
+    exp.configs(Settings(tmp_path, quick=True))
+    assert exp.warmup_s == slo.QUICK_SESSION_WARMUP_S
+
+
 def test_only_the_cpu_shape_gets_a_background_load(tmp_path: Path) -> None:
     exp = get_experiment("slo")
     ctx = Context(Settings(tmp_path, quick=False), tmp_path / "slo")
