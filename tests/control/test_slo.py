@@ -444,6 +444,9 @@ def test_catch_up_batches_grow_past_the_largest_measured_only_while_records_s_ri
         settled.add(n, 2, 0.1 + 6e-5 * n)
     assert catch_up_records(rising, 2, 1.0, 10**9) > 1.5 * 8_000
     assert catch_up_records(settled, 2, 1.0, 10**9) <= 12_000
+    # but always more than arrives while a batch runs, or the backlog grows (up to the cap)
+    assert catch_up_records(settled, 2, 1.0, 10**9, at_least=15_000.2) == 15_001
+    assert catch_up_records(settled, 2, 1.0, 14_000, at_least=15_000.2) == 14_000
 
 
 def _drained_s(ctrl: Controller) -> float:

@@ -179,6 +179,8 @@ BACKLOG_NOISE = 0.05
 REDECIDED = ("start", "catch-up", "overload")
 # Modes in which the target is out of reach.
 OUT_OF_REACH = ("floor", "overload")
+# A catch-up batch takes at least this many times what arrived while the latest one ran.
+CATCH_UP_DRAIN = 1.25
 # Caps remembered to recognise a capped batch in its report.
 CAPS_KEPT = 8
 # Plans remembered until their batch is reported (for the latency error behind δ).
@@ -620,7 +622,11 @@ class SloController(Controller):
         gives, bounded in size (:func:`catch_up_records`), each cut as soon as the one
         before finishes; the achievable latency is the arrivals' alone, once drained."""
         k = self.params.blocks
-        n = catch_up_records(self._fit, k, m.u, MAX_RECORDS)
+        # more than arrives while a batch runs (each is cut when the one before finishes),
+        # or the backlog never shrinks: a fit that stopped rising holds the batches still
+        last_p = 0.0 if self._fit.last is None else self._fit.last[2]
+        arrive = CATCH_UP_DRAIN * (self._rate or 0.0) * last_p
+        n = catch_up_records(self._fit, k, m.u, MAX_RECORDS, at_least=arrive)
         p = m.q * self._fit.predict_one(n, k)
         lat = xs + m.q * arriving + m.delta
         stable = m.u * arriving <= self.params.utilisation * xs + _EPS

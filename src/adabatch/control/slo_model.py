@@ -326,7 +326,9 @@ class Decision:
     model_latency_s: float | None = None
 
 
-def catch_up_records(fit: ProcessingFit, blocks: int, mean_margin: float, cap: int) -> int:
+def catch_up_records(
+    fit: ProcessingFit, blocks: int, mean_margin: float, cap: int, at_least: float = 0.0
+) -> int:
     """Records of one catch-up batch: the smallest ``n`` whose throughput
     ``n / (m_u·p̂(n))`` comes within ``CATCH_UP_SHARE`` of the best among the batches
     predicted to take at most ``CATCH_UP_MAX_S``, and at most ``cap``. Past it a larger
@@ -336,7 +338,14 @@ def catch_up_records(fit: ProcessingFit, blocks: int, mean_margin: float, cap: i
     is mostly fixed cost (a fast machine, a small one) the batches grow faster than four
     times per step, and still no batch is predicted past ``CATCH_UP_MAX_S`` at the
     records/s measured. Not past the largest measured at all once a step stopped growing
-    the batch and its records/s (:meth:`ProcessingFit.still_rising`)."""
+    the batch and its records/s (:meth:`ProcessingFit.still_rising`). Never fewer than
+    ``at_least`` (within ``cap``): the caller's records that must go in one batch for the
+    backlog to shrink, past what the fit trusts."""
+    floor = min(math.ceil(at_least), cap)
+    return max(floor, _catch_up_records(fit, blocks, mean_margin, cap))
+
+
+def _catch_up_records(fit: ProcessingFit, blocks: int, mean_margin: float, cap: int) -> int:
     top = float(fit.records_within(np.array([CATCH_UP_MAX_S / mean_margin]), blocks)[0])
     n_max, p_max = fit.largest_bin(blocks)
     trusted = max(n_max, 1.0)
