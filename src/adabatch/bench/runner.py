@@ -270,6 +270,7 @@ def run_experiment(
     marker = _start_marker(experiment, settings, source)
     _write_marker(exp_dir, marker)
     unfinished = _unfinished_others(configs, chosen, exp_dir, source)
+    total = len(configs)
     if unfinished:
         configs = chosen
     check_inputs(configs, exp_dir, settings, source)
@@ -291,7 +292,6 @@ def run_experiment(
         on_outcome=on_outcome, source=source, followups=not unfinished,
     )  # fmt: skip
     if unfinished:
-        total = len(configs) + len(unfinished)
         return PartialRun(
             experiment, str(only), tuple(outcomes), total - len(unfinished), total, exp_dir
         )
