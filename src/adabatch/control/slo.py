@@ -63,7 +63,8 @@ floor plan would drain it only at the pace of its cap. Catch-up batches hold ``n
 records, the smallest n whose ``n / (m_u·p̂(n))`` comes within 95 % of the best of any
 batch predicted to take at most 10 s and at most 4 times the largest batch measured, or
 what that batch's records/s read in 10 s if more, and no more than the largest measured
-once a step stopped raising the records/s
+once a step stopped raising the records/s, yet never fewer than ``CATCH_UP_DRAIN`` (1.25)
+times the records that arrived while the latest batch ran, or the backlog would not shrink
 (:func:`~adabatch.control.slo_model.catch_up_records`); each is cut as soon as the one
 before finishes. A stream that starts minutes behind is read at the machine's speed in
 batches of bounded size, not as one batch (Spark's default) nor in target-sized ones; the
