@@ -2,11 +2,12 @@
 ``benchmarks/unfinished/``, merged with the runs the tarball already holds.
 
 A bench longer than a session is kept between sessions this way (see
-``benchmarks/unfinished/README.md``). Per finished run it keeps what ``--resume`` reuses:
-``config.json``, ``summary.json``, ``metrics.jsonl`` and the marker, a processingTime
-trigger run's Spark progress log (its batches' durations), and the sink database of the
-runs named by ``--sink`` (the analysis checks those against the generator). A run that is
-unfinished (no summary, ``INCOMPLETE`` present, or interrupted) is left out.
+``benchmarks/unfinished/README.md``). Per finished run it keeps what ``--resume`` and the
+analysis read: ``config.json``, ``summary.json``, ``metrics.jsonl``, the marker, the sink
+check's answer (``sink.json``) where a run made one, a processingTime trigger run's Spark
+progress log (its batches' durations), and the sink database of the runs named by
+``--sink`` (to check the answer again). A run that is unfinished (no summary,
+``INCOMPLETE`` present, or interrupted) is left out.
 
     .venv/bin/python benchmarks/pack_runs.py runs/slo-full --sink '*-overload-*'
 """
@@ -24,12 +25,13 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from adabatch.bench.experiments.sink_check import SINK_FILE
 from adabatch.bench.resume import MARKER
 from adabatch.outputs import INCOMPLETE
 from adabatch.outputs import MARKER as RUN_MARKER
 from adabatch.runs.spark_job import PROGRESS_FILE
 
-KEPT = ("config.json", "summary.json", "metrics.jsonl", RUN_MARKER)
+KEPT = ("config.json", "summary.json", "metrics.jsonl", RUN_MARKER, SINK_FILE)
 SINK = "results.sqlite"
 
 
