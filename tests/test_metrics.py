@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -17,6 +18,7 @@ from adabatch.metrics import (
     busy_fraction,
     is_stable,
     read_jsonl,
+    source_backlog_grows,
     summarize,
     write_summary,
 )
@@ -73,6 +75,27 @@ def test_stable_queue_is_stable_and_growing_queue_is_not() -> None:
     growing = run(1.0, 1.3, 200)
     assert growing[-1].queue_delay_s == pytest.approx(199 * 0.3)
     assert not is_stable(growing, final_queue_len=60)
+
+
+def with_source(records: list[BatchRecord], left: list[int]) -> list[BatchRecord]:
+    """``records`` with the source's waiting records after each batch set to ``left``."""
+    return [dataclasses.replace(r, left_records=n) for r, n in zip(records, left, strict=True)]
+
+
+def test_a_growing_source_backlog_is_unstable_though_the_batch_queue_is_short() -> None:
+    """Capped batches (100 records each) keep the queue empty while arrivals pile up in
+    the source: the query reads less than arrives. A backlog that drains (a catch-up) or
+    stays within a few batches is stable."""
+    steady = run(1.0, 0.6, 200)
+    assert is_stable(steady, final_queue_len=0)
+    falling_behind = with_source(steady, [50 * i for i in range(200)])
+    assert source_backlog_grows(falling_behind)
+    assert not is_stable(falling_behind, final_queue_len=0)
+    draining = with_source(steady, [max(0, 100_000 - 1_000 * i) for i in range(200)])
+    assert is_stable(draining, final_queue_len=0)
+    within_a_batch = with_source(steady, [i % 150 for i in range(200)])
+    assert is_stable(within_a_batch, final_queue_len=0)
+    assert is_stable(with_source(steady, [None] * 200), final_queue_len=0)
 
 
 def test_a_few_long_overloaded_batches_are_unstable() -> None:

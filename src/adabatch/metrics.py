@@ -200,8 +200,25 @@ def overloaded_tail(records: Sequence[BatchRecord], n: int = DIVERGING_QUEUE_BAT
     return grew and all(r.processing_s > r.interval_s for r in tail)
 
 
+def source_backlog_grows(records: Sequence[BatchRecord]) -> bool:
+    """Whether the records waiting in the source, not yet in any batch (``left_records``),
+    grew over the second half of the run and at its end hold more than
+    ``DIVERGING_QUEUE_BATCHES`` typical batches: the query reads less than arrives. A
+    controller that caps its batches keeps the batch queue short while this grows."""
+    half = records[len(records) // 2 :]
+    points = [(r.finished_at, r.left_records) for r in half if r.left_records is not None]
+    if len(points) < 2:
+        return False
+    t, left = np.array(points, dtype=float).T
+    typical = max(float(np.median([r.records for r in half])), 1.0)
+    if left[-1] <= DIVERGING_QUEUE_BATCHES * typical or float(np.ptp(t)) <= 0:
+        return False
+    return float(np.polyfit(t, left, 1)[0]) > 0
+
+
 def is_stable(records: Sequence[BatchRecord], final_queue_len: int) -> bool:
-    """Whether the batch queue stayed bounded (see ``DIVERGING_SLOPE``).
+    """Whether the batch queue stayed bounded (see ``DIVERGING_SLOPE``) and the source's
+    backlog did not grow (:func:`source_backlog_grows`).
 
     A run that finished too few batches for a slope is judged on its backlog: with fewer
     than two finished, any batch left waiting behind one that ran over its interval (or
@@ -209,6 +226,8 @@ def is_stable(records: Sequence[BatchRecord], final_queue_len: int) -> bool:
     waiting as it finished (several) processed far less than it cut, whatever the slope
     of the few it finished."""
     if final_queue_len >= max(DIVERGING_QUEUE_BATCHES, len(records)):
+        return False
+    if source_backlog_grows(records):
         return False
     if len(records) < 2:
         if final_queue_len <= 0:

@@ -84,7 +84,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from adabatch.errors import AdabatchError
-from adabatch.metrics import BatchRecord, RunSummary
+from adabatch.metrics import BatchRecord, RunSummary, source_backlog_grows
 from adabatch.runs.source_spec import GENERATOR, parse_source
 from adabatch.streaming.options import SPARK_DEFAULT
 
@@ -286,7 +286,9 @@ class Outcome:
 
     @property
     def stable(self) -> bool:
-        return bool(self.summary.stable)
+        """The summary's verdict, and the source's backlog did not grow: a run recorded
+        before the summary looked at that backlog is judged by the same rule."""
+        return bool(self.summary.stable) and not source_backlog_grows(self.records)
 
     def get(self, key: str) -> float:
         """A numeric summary field, NaN when missing or null."""
