@@ -102,7 +102,7 @@ def run_quick(name: str, spark, root: Path) -> tuple[model.ExperimentResult, lis
         settings = model.Settings(root / f"run-{attempt}", quick=True, seed=0, master="local[2]")
         first = experiment.configs(settings)[0]
         warm = (spark.sparkContext.applicationId, first.workload, runner.GENERATOR)
-        cold = experiment.warmup_s > 0 and warm not in runner._WARMED
+        cold = experiment.session_warmup_s(settings) > 0 and warm not in runner._WARMED
         result = runner.run_experiment(experiment, settings, spark=spark, progress=False)
         # one warm-up per workload in a Spark application: the module shares one session
         assert (result.dir / runner.WARMUP_DIR).is_dir() == cold

@@ -62,10 +62,9 @@ def test_quick_and_full_configs_pair_each_run_with_its_reference(tmp_path: Path)
         assert live.live and live.labels["reference"] == "static-1s"
         assert live.params == quick["static-1s"].params
     assert not quick["static-1s"].live and quick["static-1s"].source == "generator"
-    configs(tmp_path, False)  # the runner reads warmup_s after asking for the configs
-    assert EXP.warmup_s == ov.FULL_WARMUP_S > ov.QUICK_WARMUP_S
-    configs(tmp_path, True)
-    assert EXP.warmup_s == ov.QUICK_WARMUP_S
+    full = EXP.session_warmup_s(Settings(tmp_path, quick=False))
+    assert full == ov.FULL_WARMUP_S > ov.QUICK_WARMUP_S
+    assert EXP.session_warmup_s(Settings(tmp_path, quick=True)) == ov.QUICK_WARMUP_S
 
 
 def test_a_config_reads_its_own_live_source_and_refuses_a_bench_wide_one(tmp_path: Path) -> None:

@@ -54,10 +54,9 @@ def test_a_full_run_warms_the_session_up_longer_than_quick(tmp_path: Path) -> No
     from adabatch.bench.experiments import slo
 
     exp = get_experiment("slo")
-    exp.configs(Settings(tmp_path, quick=False))  # the runner reads warmup_s after this
-    assert exp.warmup_s == slo.FULL_SESSION_WARMUP_S > slo.QUICK_SESSION_WARMUP_S
-    exp.configs(Settings(tmp_path, quick=True))
-    assert exp.warmup_s == slo.QUICK_SESSION_WARMUP_S
+    full = exp.session_warmup_s(Settings(tmp_path, quick=False))
+    assert full == slo.FULL_SESSION_WARMUP_S > slo.QUICK_SESSION_WARMUP_S
+    assert exp.session_warmup_s(Settings(tmp_path, quick=True)) == slo.QUICK_SESSION_WARMUP_S
 
 
 def test_only_the_cpu_shape_gets_a_background_load(tmp_path: Path) -> None:

@@ -369,6 +369,11 @@ class Experiment:
     # start Python workers (several seconds), which would otherwise count against config 1.
     warmup_s: float = 8.0
 
+    def session_warmup_s(self, settings: Settings) -> float:
+        """The warm-up run's stream seconds for ``settings`` (``warmup_s`` by default; an
+        experiment whose full run compares CPU closely warms up longer than --quick)."""
+        return self.warmup_s
+
     def configs(self, settings: Settings) -> list[Config]:
         """The configs to run, in order."""
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """Running experiments on real Spark: :func:`run_experiment` (``adabatch bench NAME``)
 and :func:`run_all` (``adabatch bench all``, which also writes ``docs/results.md``).
 
-Before the first config, an unmeasured ``spark-default`` run of ``Experiment.warmup_s``
+Before the first config, an unmeasured ``spark-default`` run of ``Experiment.session_warmup_s``
 stream seconds (directory ``warmup/``) warms the session, once per Spark application,
 workload and source in a process (``bench all`` and a test module warm each once), and
 only when a config is left to run. An output directory that holds
@@ -283,8 +283,9 @@ def run_experiment(
         None,
     )
     warm_key = _warm_key(spark, left, source) if left else None
-    if experiment.warmup_s > 0 and left and (warm_key is None or warm_key not in _WARMED):
-        _warm_up(spark, left, experiment.warmup_s, exp_dir / WARMUP_DIR, settings, source)
+    warmup_s = experiment.session_warmup_s(settings)
+    if warmup_s > 0 and left and (warm_key is None or warm_key not in _WARMED):
+        _warm_up(spark, left, warmup_s, exp_dir / WARMUP_DIR, settings, source)
         if warm_key is not None:
             _WARMED.add(warm_key)
     outcomes, reused_s = _run_configs(

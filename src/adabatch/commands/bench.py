@@ -78,7 +78,7 @@ def _producer_hint(
 ) -> str:
     """What the producer of a live source should send while the experiment runs."""
     configs = list(experiment.configs(settings))
-    runs_s = sum(c.duration_s for c in configs) + experiment.warmup_s
+    runs_s = sum(c.duration_s for c in configs) + experiment.session_warmup_s(settings)
     profile = configs[0].profile if configs else "?"
     return (
         f"{experiment.name} reads {source.shown}: its runs assume a producer sending "

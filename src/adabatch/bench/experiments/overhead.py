@@ -109,11 +109,10 @@ class Overhead(Experiment):
         "trigger and the two live sources, once."
     )
 
-    warmup_s = QUICK_WARMUP_S
+    def session_warmup_s(self, settings: Settings) -> float:
+        return QUICK_WARMUP_S if settings.quick else FULL_WARMUP_S
 
     def configs(self, settings: Settings) -> list[Config]:
-        # the runner reads warmup_s after asking for the configs (as for every experiment)
-        self.warmup_s = QUICK_WARMUP_S if settings.quick else FULL_WARMUP_S
         d = QUICK_S if settings.quick else FULL_S
         skip = QUICK_SKIP_S if settings.quick else FULL_SKIP_S
         common: dict[str, Any] = {"workload": "reduce", "profile": PROFILE, "duration_s": d}

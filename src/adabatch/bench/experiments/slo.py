@@ -91,11 +91,10 @@ class Slo(Experiment):
         "constant, slo at 2 s against processingTime 1 s and Spark's default."
     )
 
-    warmup_s = QUICK_SESSION_WARMUP_S
+    def session_warmup_s(self, settings: Settings) -> float:
+        return QUICK_SESSION_WARMUP_S if settings.quick else FULL_SESSION_WARMUP_S
 
     def configs(self, settings: Settings) -> list[Config]:
-        # the runner reads warmup_s after asking for the configs (as for every experiment)
-        self.warmup_s = QUICK_SESSION_WARMUP_S if settings.quick else FULL_SESSION_WARMUP_S
         return sc.all_configs(settings)
 
     def hook(self, config: Config, ctx: Context) -> LoadSchedule | SinkCheck | None:
