@@ -277,17 +277,7 @@ def run_experiment(
     if spark is None:
         spark = get_spark(settings.master, conf=SPARK_CONF)
     wall0 = time.time()
-    # the first config left to run (reading finished ones only up to it)
-    left = next(
-        (c for c in configs if not (resume and _load_outcome(c, exp_dir / c.name, source))),
-        None,
-    )
-    warm_key = _warm_key(spark, left, source) if left else None
-    warmup_s = experiment.session_warmup_s(settings)
-    if warmup_s > 0 and left and (warm_key is None or warm_key not in _WARMED):
-        _warm_up(spark, left, warmup_s, exp_dir / WARMUP_DIR, settings, source)
-        if warm_key is not None:
-            _WARMED.add(warm_key)
+    _warm_session(experiment, settings, spark, configs, exp_dir, resume=resume, source=source)
     outcomes, reused_s = _run_configs(
         experiment, ctx, configs, spark, resume=resume, progress=progress,
         on_outcome=on_outcome, source=source, followups=not unfinished,
@@ -318,6 +308,32 @@ def run_experiment(
     )
     _write_marker(exp_dir, marker)
     return result
+
+
+def _warm_session(
+    experiment: Experiment,
+    settings: Settings,
+    spark: SparkSession,
+    configs: Sequence[Config],
+    exp_dir: Path,
+    *,
+    resume: bool,
+    source: str,
+) -> None:
+    """The warm-up run before the first config left to run (reading finished ones only up
+    to it), unless this session is warm for its workload and source already."""
+    left = next(
+        (c for c in configs if not (resume and _load_outcome(c, exp_dir / c.name, source))),
+        None,
+    )
+    if left is None:
+        return
+    warm_key = _warm_key(spark, left, source)
+    warmup_s = experiment.session_warmup_s(settings)
+    if warmup_s > 0 and (warm_key is None or warm_key not in _WARMED):
+        _warm_up(spark, left, warmup_s, exp_dir / WARMUP_DIR, settings, source)
+        if warm_key is not None:
+            _WARMED.add(warm_key)
 
 
 def _unfinished_others(
