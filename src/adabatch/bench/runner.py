@@ -1,11 +1,11 @@
 """Running experiments on real Spark: :func:`run_experiment` (``adabatch bench NAME``)
 and :func:`run_all` (``adabatch bench all``, which also writes ``docs/results.md``).
 
-Before the first config, an unmeasured ``spark-default`` run of ``Experiment.session_warmup_s``
-stream seconds (directory ``warmup/``) warms the session, once per Spark application,
-workload and source in a process (``bench all`` and a test module warm each once), and
-only when a config is left to run. An output directory that holds
-an earlier run is refused unless ``--resume`` (finished configs with the same
+Before the first config, an unmeasured ``spark-default`` run of
+``Experiment.session_warmup_s`` stream seconds (directory ``warmup/``) warms the session,
+once per Spark application, workload and source in a process (``bench all`` and a test
+module warm each once), and only when a config is left to run. An output directory that
+holds an earlier run is refused unless ``--resume`` (finished configs with the same
 ``config.json`` are reused, :mod:`adabatch.bench.resume`) or ``--force`` (deleted, only if
 it has our ``bench.json``).
 
