@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from adabatch.bench.experiments.sink_check import SINK_FILE
-from adabatch.bench.resume import MARKER
+from adabatch.bench.resume import MARKER, finished_summary
 from adabatch.outputs import INCOMPLETE
 from adabatch.outputs import MARKER as RUN_MARKER
 from adabatch.runs.spark_job import PROGRESS_FILE
@@ -36,13 +36,13 @@ SINK = "results.sqlite"
 
 
 def finished(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a run that wrote all its files and was not interrupted."""
-    summary = run_dir / "summary.json"
-    if not (summary.is_file() and (run_dir / "config.json").is_file()):
+    """Whether ``run_dir`` holds a run that wrote all its files and was not interrupted:
+    what ``--resume`` would reuse for the config the run recorded."""
+    config = run_dir / "config.json"
+    if not config.is_file() or (run_dir / INCOMPLETE).exists():
         return False
-    if (run_dir / INCOMPLETE).exists():
-        return False
-    return not json.loads(summary.read_text(encoding="utf-8")).get("interrupted")
+    recorded = json.loads(config.read_text(encoding="utf-8"))
+    return finished_summary(run_dir, recorded) is not None
 
 
 def run_files(run_dir: Path, sink_globs: list[str]) -> list[Path]:
