@@ -76,6 +76,7 @@ latency) and to ``spark-default``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -284,10 +285,11 @@ class Outcome:
     def name(self) -> str:
         return self.config.name
 
-    @property
+    @functools.cached_property
     def stable(self) -> bool:
         """The summary's verdict, and the source's backlog did not grow: a run recorded
-        before the summary looked at that backlog is judged by the same rule."""
+        before the summary looked at that backlog is judged by the same rule (once per
+        outcome: the verdicts ask many times)."""
         return bool(self.summary.stable) and not source_backlog_grows(self.records)
 
     def get(self, key: str) -> float:
