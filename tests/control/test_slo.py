@@ -498,3 +498,21 @@ def test_state_round_trips_mid_overload_and_is_compact() -> None:
 def test_a_malformed_state_is_refused() -> None:
     with pytest.raises(AdabatchError, match="slo state is malformed"):
         SloController(target=2).restore({"fit": {"bins": [[1, 2, 3]]}})
+
+
+def test_a_batch_far_below_those_measured_does_not_make_the_margin() -> None:
+    """The first three batches of the window query at 300,000 records/s on Spark: 150,000
+    and 198,874 records took 0.66 and 1.07 s, so the fit went through the origin and a
+    14,564-record probe was predicted 0.07 s; it took 0.81 s, its fixed cost. The fit
+    learns that cost from it; counted as noise too, the 11x miss made the margin 11 and
+    planned a 9.8 s overload window against a 1 s target, whose backlog took 40 batches."""
+    ctrl = SloController(target=1)
+    # (interval, records, processing, cut) as the Spark run reported them
+    batches = [(0.5, 150_000, 0.6621, 0.5), (0.6629, 198_874, 1.0745, 1.1629),
+               (1.0745, 14_564, 0.8146, 2.2374)]  # fmt: skip
+    for i, (x, n, p, cut) in enumerate(batches):
+        ctrl.observe(BatchReport(i, x, 2, n, p, 0.0, cut, cut, cut + p))
+    assert ctrl.margins().q < 2.0  # the early margin, not the probe's miss
+    plan = ctrl.plan(2.2374 + 0.8146)
+    assert plan.interval_s < 5.0
+    assert ctrl.state()["mode"] != "overload"  # 300,000/s fit at an interval of about 2 s

@@ -197,6 +197,14 @@ class ProcessingFit:
                 n = np.full_like(room, np.inf)
         return np.where(room >= 0, n, 0.0)
 
+    def knows_fixed_cost(self, records: float, blocks: int) -> bool:
+        """Whether a batch of ``records`` in ``blocks`` blocks holds at least
+        ``1 / CATCH_UP_GROWTH`` of the fewest records measured: below, the fit has no
+        evidence of the fixed cost per batch (fitted through the origin, it predicts a
+        small batch nearly free), so a miss there is the fit's to learn, not noise."""
+        lo = self.smallest(blocks)
+        return lo > 0 and records >= lo / CATCH_UP_GROWTH
+
     def largest(self, blocks: int) -> float:
         """The most records of a batch in ``blocks`` blocks the memory holds (0: none)."""
         return self.largest_bin(blocks)[0]
