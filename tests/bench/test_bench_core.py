@@ -393,20 +393,29 @@ def test_results_page_refuses_a_results_dir_it_did_not_make(tmp_path: Path) -> N
 
 def test_the_upfront_check_marks_the_run_directories_it_creates(tmp_path: Path) -> None:
     """The check opens every run's database in its run directory before the first run; a
-    ``--resume`` of a bench interrupted before a config started must be able to clear it."""
+    ``--resume`` of a bench interrupted before a config started must be able to clear it,
+    and a finished run it reuses stays as it was."""
     from adabatch.bench import runner
     from adabatch.outputs import is_marked, remove_tree
 
-    exp = registry.get_experiment("dybbs")
+    exp = registry.get_experiment("static-vs-adaptive")
     settings = Settings(tmp_path, quick=True)
     configs = list(exp.configs(settings))
-    foreign = tmp_path / "dybbs" / configs[1].name
+    exp_dir = tmp_path / exp.name
+    foreign = exp_dir / configs[1].name
     foreign.mkdir(parents=True)
-    runner.check_inputs(configs, tmp_path / "dybbs", settings, "generator")
-    first = tmp_path / "dybbs" / configs[0].name
+    done = exp_dir / configs[2].name  # a finished run that --resume reuses
+    done.mkdir()
+    (done / "config.json").write_text(json.dumps(runner._config_dict(configs[2], "generator")))
+    (done / "summary.json").write_text("{}")
+    runner.check_inputs(configs, exp_dir, settings, "generator", resume=True)
+    first = exp_dir / configs[0].name
     assert (first / "results.sqlite").is_file() and is_marked(first)
-    assert remove_tree(first, inside=tmp_path / "dybbs")  # what --resume does to rerun it
+    assert remove_tree(first, inside=exp_dir)  # what --resume does to rerun it
     assert not is_marked(foreign)  # a directory that was there is not claimed
+    assert not (done / "results.sqlite").exists()  # nor is a finished run touched
+    runner.check_inputs(configs[2:], exp_dir, settings, "generator", resume=False)
+    assert (done / "results.sqlite").is_file()  # not reused: checked like the others
 
 
 def test_progress_eta_is_paced_by_the_stream_run_here_not_the_reused_runs() -> None:

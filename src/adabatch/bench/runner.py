@@ -273,7 +273,7 @@ def run_experiment(
     total = len(configs)
     if unfinished:
         configs = chosen
-    check_inputs(configs, exp_dir, settings, source)
+    check_inputs(configs, exp_dir, settings, source, resume=resume)
     if spark is None:
         spark = get_spark(settings.master, conf=SPARK_CONF)
     wall0 = time.time()
@@ -374,14 +374,19 @@ def select_configs(experiment: str, configs: Sequence[Config], only: str) -> lis
     return chosen
 
 
-def check_inputs(configs: Sequence[Config], exp_dir: Path, settings: Settings, source: str) -> None:
+def check_inputs(
+    configs: Sequence[Config], exp_dir: Path, settings: Settings, source: str, *, resume: bool
+) -> None:
     """Check every config's run before the first starts. The check opens each run's
     database, in its run directory: one it creates is marked as ours, so that ``--resume``
-    may clear it like any run that did not finish."""
+    may clear it like any run that did not finish. A finished run ``--resume`` reuses is
+    left as it is (no empty database added to it)."""
     from adabatch.runs.spark_job import check_run
 
     for c in configs:
         run_dir = exp_dir / c.name
+        if resume and resume_rule.finished_summary(run_dir, _config_dict(c, source)) is not None:
+            continue
         if not run_dir.exists():
             mark_dir(run_dir, what="run directory")
         check_run(_run_config(c, run_dir, settings, source))
