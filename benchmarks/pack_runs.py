@@ -6,7 +6,8 @@ A bench longer than a session is kept between sessions this way (see
 analysis read: ``config.json``, ``summary.json``, ``metrics.jsonl``, the marker, the sink
 check's answer (``sink.json``) where a run made one, a processingTime trigger run's Spark
 progress log (its batches' durations), and the sink database of the runs named by
-``--sink`` (to check the answer again). A run that is unfinished (no summary,
+``--sink`` (to check the answer again), and each experiment's ``notes.md`` (published with its
+section). A run that is unfinished (no summary,
 ``INCOMPLETE`` present, or interrupted) is left out.
 
     .venv/bin/python benchmarks/pack_runs.py runs/slo-full --sink '*-overload-*'
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from adabatch.bench.experiments.sink_check import SINK_FILE
 from adabatch.bench.resume import MARKER, finished_summary
+from adabatch.bench.runner import NOTES_FILE
 from adabatch.outputs import INCOMPLETE
 from adabatch.outputs import MARKER as RUN_MARKER
 from adabatch.runs.spark_job import PROGRESS_FILE
@@ -66,12 +68,15 @@ def run_files(run_dir: Path, sink_globs: list[str]) -> list[Path]:
 
 def collect(out_dir: Path, sink_globs: list[str]) -> dict[str, Path]:
     """Archive name -> file, for every finished run under the bench directory ``out_dir``
-    (``NAME/EXPERIMENT/RUN/FILE``, plus each experiment's ``bench.json``)."""
+    (``NAME/EXPERIMENT/RUN/FILE``, plus each experiment's ``bench.json`` and
+    ``notes.md``)."""
     members: dict[str, Path] = {}
     unfinished: list[str] = []
     for marker in sorted(out_dir.glob(f"*/{MARKER}")):
         exp_dir = marker.parent
         members[f"{out_dir.name}/{exp_dir.name}/{MARKER}"] = marker
+        if (exp_dir / NOTES_FILE).is_file():
+            members[f"{out_dir.name}/{exp_dir.name}/{NOTES_FILE}"] = exp_dir / NOTES_FILE
         for run_dir in sorted(p for p in exp_dir.iterdir() if p.is_dir()):
             if not finished(run_dir):
                 unfinished.append(run_dir.name)

@@ -3,12 +3,13 @@ registry order, everything else byte for byte as it was, and sizes never mixed."
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
 import pytest
 
-from adabatch.bench import page, report
+from adabatch.bench import page, report, runner
 from adabatch.bench.model import (
     Analysis,
     Config,
@@ -112,6 +113,19 @@ def test_sizes_are_never_mixed(tmp_path: Path) -> None:
     quick = _result(tmp_path / "q", "dybbs", "c", True, quick=True)
     with pytest.raises(AdabatchError, match="--quick run and the page holds full runs"):
         page.publish_experiment(quick, docs, facts={})
+
+
+def test_notes_kept_with_the_runs_are_published_with_the_section(tmp_path: Path) -> None:
+    result = _result(tmp_path, "slo", "c", True)
+    bare = runner.with_kept_notes(result.analysis, result.dir)
+    assert bare == result.analysis  # no notes.md: nothing added
+    said = "The first run was done twice: 1.20x, then 1.02x."
+    (result.dir / runner.NOTES_FILE).write_text(said + "\n")
+    analysis = runner.with_kept_notes(result.analysis, result.dir)
+    noted = dataclasses.replace(result, analysis=analysis)
+    text = page.publish_experiment(noted, tmp_path / "docs", facts={}).read_text()
+    assert "**Kept with these runs** (`slo/notes.md`):" in text
+    assert said in text
 
 
 def test_a_new_page_holds_the_one_experiment(tmp_path: Path) -> None:

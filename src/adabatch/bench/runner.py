@@ -17,6 +17,10 @@ options or compares several rate profiles (one producer sends one) refuses it. A
 with a live source of its own (``Config.source``, filled by the experiment's hook) reads
 that source; an experiment with such configs refuses a live ``--source``, which would take
 its generator runs, the references it compares with, away.
+
+A file ``notes.md`` in the experiment directory, written by whoever ran the configs (a run
+done twice, the code a run predates), is published with the section: what the numbers
+cannot say about how they were measured.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from adabatch.bench import resume as resume_rule
 from adabatch.bench.machine import machine_facts
 from adabatch.bench.model import (
+    Analysis,
     Config,
     Context,
     Experiment,
@@ -58,6 +63,9 @@ if TYPE_CHECKING:
 
 WARMUP_DIR = "warmup"
 """The unmeasured warm-up run's directory (a reserved config name)."""
+NOTES_FILE = "notes.md"
+"""What whoever ran the configs wrote about them, in the experiment directory; published
+with the section."""
 
 
 class _Bar:
@@ -286,7 +294,7 @@ def run_experiment(
         return PartialRun(
             experiment, str(only), tuple(outcomes), total - len(unfinished), total, exp_dir
         )
-    analysis = experiment.analyze(ctx, outcomes)
+    analysis = with_kept_notes(experiment.analyze(ctx, outcomes), exp_dir)
     csv_path = report.write_summaries_csv(exp_dir / "summaries.csv", outcomes)
     result = ExperimentResult(
         experiment=experiment,
@@ -308,6 +316,18 @@ def run_experiment(
     )
     _write_marker(exp_dir, marker)
     return result
+
+
+def with_kept_notes(analysis: Analysis, exp_dir: Path) -> Analysis:
+    """``analysis`` with the experiment directory's ``notes.md`` appended to its notes."""
+    path = exp_dir / NOTES_FILE
+    if not path.is_file():
+        return analysis
+    text = path.read_text(encoding="utf-8").strip()
+    if not text:
+        return analysis
+    head = f"**Kept with these runs** (`{exp_dir.name}/{NOTES_FILE}`):"
+    return dataclasses.replace(analysis, notes=(*analysis.notes, head, text))
 
 
 def _warm_session(
