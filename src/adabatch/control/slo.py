@@ -49,22 +49,10 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
             holds at least a quarter of the smallest measured count (below, the fit
             has no evidence of the fixed cost per batch)
     F    = {x in S : x <= x_cpu, L(x) <= target}
-    x*   = the interval batches cut back to back settle at, each cut as the one before
-           finishes (Spark's default trigger): x* = m_u·p̂(r·x*, k), the smaller root
-           (none if m_u·p̂(r·x) > x everywhere); L* = x* + m_q·p̂(r·x*) + δ, the least
-           latency at the rate. Below S's intervals, so more batches and more CPU per
-           record; only where no interval of S does
 
     F not empty  ->  x = max F                                 mode "target"
                      (if F is empty only because of the latest ratio, the rule runs
                      without it: one slow batch is not a lasting loss of reach)
-    x* exists    ->  back to back: the plan is the shortest interval cut when free,
-                     mode "target" if L* <= target, else "floor"; the backlog then
-                     counts only what waits beyond the batch that runs (all that
-                     arrived since its cut is the next batch's). (On Spark, window at
-                     300,000 records/s: processingTime 1 s met 2 s at p95 1.98 s, while
-                     the interval of S with the least latency gave 2.26 s; Spark's
-                     default trigger, back to back, gave 1.73 s)
     S not empty  ->  x = argmin_S L, the target is out of reach mode "floor"
     S empty      ->  overload: for each x the most records n_cap(x) with
                      m_u·p̂(n) <= u·x; x maximises the throughput n_cap(x)/x among the x
@@ -207,14 +195,6 @@ PENDING_KEPT = 64
 # The margin is kept in this range (a window of wild ratios must not make plans absurd).
 MARGIN_RANGE = (0.5, 100.0)
 _EPS = 1e-9
-
-
-def _at_interval(d: Decision) -> str:
-    """Where a decision runs: its interval, or the interval batches cut back to back
-    settle at."""
-    if d.back_to_back_s is None:
-        return f"at interval {d.interval_s:g} s"
-    return f"with batches cut back to back (every {d.back_to_back_s:.2f} s)"
 
 
 def _seconds(name: str, default: float | None, help_text: str, **kw: Any) -> Param:
@@ -463,10 +443,7 @@ class SloController(Controller):
         # not in a queued batch and beyond one interval since the cut: more than the next
         # batch would take on its own (a batch that waited, as when a stream starts behind)
         uncut = left - (report.queued_records or 0)
-        window = now - report.cut_at
-        if self._decision is None or self._decision.back_to_back_s is None:
-            window = min(window, report.interval_s)  # cut back to back: all since the cut
-        backlog = uncut - self._rate * window
+        backlog = uncut - self._rate * min(now - report.cut_at, report.interval_s)
         # below a twentieth of the batch it is the clock's and the arrivals' jitter
         self._backlog = backlog if backlog > BACKLOG_NOISE * n else 0.0
 
@@ -558,8 +535,7 @@ class SloController(Controller):
         # an interval whose batch holds more than the fit is trusted with is not a candidate
         stable = self._stable(xs, p, m)
         if not stable.any():
-            # no interval with headroom; batches back to back may still keep up
-            return self._back_to_back(xs, m) or self._overload(m)
+            return self._overload(m)
         # the cheapest interval among batches the fit has seen the like of: below a quarter
         # of the smallest measured it knows no fixed cost (a fit through the origin with
         # a curve would call the shortest interval cheapest); past it, one probe teaches it
@@ -573,48 +549,11 @@ class SloController(Controller):
         if ok.any():
             i, mode = int(np.flatnonzero(ok)[-1]), "target"
         else:
-            b2b = self._back_to_back(xs, m)
-            if b2b is not None and b2b.predicted_latency_s < achievable:  # type: ignore[operator]
-                return b2b
             i, mode = int(np.argmin(np.where(stable, lat, np.inf))), "floor"
         x = float(xs[i])
         cap = self._backlog_cap(x, m) if self._backlog > 0 else None
         pq = float(m.q * p[i])
         return Decision(mode, x, cap, float(lat[i]), achievable, pq, None, float(model[i]))
-
-    def _back_to_back(self, xs: np.ndarray, m: Margins) -> Decision | None:
-        """Batches cut back to back, each as the one before finishes (Spark's default
-        trigger; a plan at the shortest interval, cut when free): they settle where the
-        interval is the mean processing, ``x* = m_u·p̂(r·x*)``, the lowest latency at the
-        rate. Mode target if ``x* + m_q·p̂ + δ`` meets it, else floor; ``None`` where they
-        never settle (``m_u·p̂(r·x) > x`` at every ``x``), settle at the shortest interval
-        or below (the rule's own candidates cover it), or past what the fit is trusted
-        with."""
-        assert self._rate is not None
-        k, r = self.params.blocks, self._rate
-        coef = self._fit.coefficients(k)
-        if coef is None:
-            return None
-        a, b, c, d = coef
-        # m_u·(a + d·k + b·r·x + c·r²·x²) = x: the smaller root, where the batches settle
-        quad, lin, const = m.u * c * r * r, m.u * b * r - 1.0, m.u * (a + d * k)
-        if quad > 0:
-            disc = lin * lin - 4.0 * quad * const
-            if disc < 0 or lin >= 0:
-                return None
-            x = (-lin - math.sqrt(disc)) / (2.0 * quad)
-        elif lin < 0:
-            x = const / -lin
-        else:
-            return None
-        if not (float(xs[0]) < x <= float(self._grid[-1])) or r * x > self._trusted():
-            return None
-        p = x / m.u
-        model = x + m.q * p
-        lat = model + m.delta
-        mode = "target" if lat <= self.params.target + _EPS else "floor"
-        cap = self._backlog_cap(x, m) if self._backlog > 0 else None
-        return Decision(mode, float(xs[0]), cap, lat, lat, m.q * p, None, model, back_to_back_s=x)
 
     def _drain(self) -> bool:
         """Whether a backlog the target cannot absorb is read at full speed: more than the
@@ -768,7 +707,7 @@ class SloController(Controller):
         assert seen is not None  # met means observed
         return (
             f"{self._head()} is met again: the observed p{self.params.percentile:g} batch "
-            f"latency is {seen:.2f} s {_at_interval(d)}"
+            f"latency is {seen:.2f} s at interval {d.interval_s:g} s"
         )
 
     def _head(self) -> str:
@@ -781,11 +720,10 @@ class SloController(Controller):
         and why."""
         d, head = d or self._current(), self._head()
         if d.mode == "floor":
-            where = "the shortest stable one" if d.back_to_back_s is None else "as fast as it goes"
             return (
                 f"{head} cannot be met: the best achievable is {d.achievable_latency_s:.2f} s "
-                f"{_at_interval(d)}, {where}; the processing floor there is "
-                f"{d.processing_s:.2f} s"
+                f"at interval {d.interval_s:g} s, the shortest stable one; the processing "
+                f"floor there is {d.processing_s:.2f} s"
             )
         if d.mode == "overload":
             lo, hi = self._bounds.low, self._bounds.high
@@ -806,7 +744,6 @@ class SloController(Controller):
         return {
             "mode": d.mode,
             "interval": d.interval_s,
-            "back_to_back_s": d.back_to_back_s,
             "max_records": d.max_records,
             "slo_met": self.slo_met(),
             "target_s": self.params.target,

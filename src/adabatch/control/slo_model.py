@@ -332,7 +332,6 @@ class Decision:
     processing_s: float | None = None  # predicted p at the percentile at the plan
     capacity_rps: float | None = None  # overload: the most records/s a stable batch takes
     model_latency_s: float | None = None
-    back_to_back_s: float | None = None  # batches cut back to back: the interval they settle at
 
 
 def catch_up_records(
