@@ -25,7 +25,11 @@ ADAPTIVE = ("fixed-point", "isotonic", "adcom")
 # the papers' controllers run on the shapes the papers vary (the rate); the other shapes
 # compare slo with what a user sets by hand, Spark's triggers (27 runs, an hour, fewer)
 ADAPTIVE_SHAPES = ("constant", "sine", "markov")
-RATES = {"reduce": 5000, "join": 9000, "window": 300000}
+# Window at 300,000 records/s, the rate of static-vs-adaptive, put the 2 s target inside
+# the run-to-run noise of its floor on local[2] (processingTime 1 s: p95 1.93, 1.98, 2.18
+# and 2.30 s in four runs): a coin flip, not a target. At 150,000 processingTime 1 s met
+# it at 1.76 s and 0.5 s at 1.61 s, and the floor (Spark's default) is 1.42 s.
+RATES = {"reduce": 5000, "join": 9000, "window": 150000}
 KEYS = 1000
 FULL_DURATION_S, FULL_WARMUP_S = 120.0, 20.0
 QUICK_DURATION_S, QUICK_WARMUP_S = 40.0, 12.0
