@@ -516,3 +516,14 @@ def test_a_batch_far_below_those_measured_does_not_make_the_margin() -> None:
     plan = ctrl.plan(2.2374 + 0.8146)
     assert plan.interval_s < 5.0
     assert ctrl.state()["mode"] != "overload"  # 300,000/s fit at an interval of about 2 s
+
+
+def test_an_empty_batch_does_not_stop_the_margin_learning() -> None:
+    """An empty batch (a lull) is no batch size to measure the others against: the ratios
+    of the batches after it still count."""
+    ctrl = SloController(target=2)
+    batches = [(1.0, 5000, 0.5), (1.0, 0, 0.3), (1.0, 6000, 0.9), (1.0, 5500, 0.9)]
+    for i, (x, n, p) in enumerate(batches):
+        cut = i + 1.0
+        ctrl.observe(BatchReport(i, x, 2, n, p, 0.0, cut, cut, cut + p))
+    assert len(ctrl._ratios) == 2  # the two batches after the empty one

@@ -199,11 +199,12 @@ class ProcessingFit:
 
     def knows_fixed_cost(self, records: float, blocks: int) -> bool:
         """Whether a batch of ``records`` in ``blocks`` blocks holds at least
-        ``1 / CATCH_UP_GROWTH`` of the fewest records measured: below, the fit has no
-        evidence of the fixed cost per batch (fitted through the origin, it predicts a
-        small batch nearly free), so a miss there is the fit's to learn, not noise."""
-        lo = self.smallest(blocks)
-        return lo > 0 and records >= lo / CATCH_UP_GROWTH
+        ``1 / CATCH_UP_GROWTH`` of the fewest records of a non-empty batch measured:
+        below, the fit has no evidence of the fixed cost per batch (fitted through the
+        origin, it predicts a small batch nearly free), so a miss there is the fit's to
+        learn, not noise."""
+        sizes = [e[0] for (k, _), e in self.bins.items() if k == blocks and e[0] > 0]
+        return bool(sizes) and records >= min(sizes) / CATCH_UP_GROWTH
 
     def largest(self, blocks: int) -> float:
         """The most records of a batch in ``blocks`` blocks the memory holds (0: none)."""
