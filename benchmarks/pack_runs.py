@@ -2,13 +2,13 @@
 ``benchmarks/unfinished/``, merged with the runs the tarball already holds.
 
 A bench longer than a session is kept between sessions this way (see
-``benchmarks/unfinished/README.md``). Per finished run it keeps what ``--resume`` and the
-analysis read: ``config.json``, ``summary.json``, ``metrics.jsonl``, the marker, the sink
-check's answer (``sink.json``) where a run made one, a processingTime trigger run's Spark
-progress log (its batches' durations), and the sink database of the runs named by
-``--sink`` (to check the answer again), and each experiment's ``notes.md`` (published with its
-section). A run that is unfinished (no summary,
-``INCOMPLETE`` present, or interrupted) is left out.
+``benchmarks/unfinished/README.md``). Per finished run it keeps what ``--resume`` and
+the analysis read: ``config.json``, ``summary.json``, ``metrics.jsonl``, the marker, the
+sink check's answer (``sink.json``) where a run made one, a processingTime trigger run's
+Spark progress log (its batches' durations), and the sink database of the runs named by
+``--sink`` (to check the answer again), and each experiment's ``notes.md`` (published
+with its section). A run that is unfinished (no summary, ``INCOMPLETE`` present, or
+interrupted) is left out.
 
     .venv/bin/python benchmarks/pack_runs.py runs/slo-full --sink '*-overload-*'
 """
