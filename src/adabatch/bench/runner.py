@@ -177,6 +177,15 @@ def _load_outcome(config: Config, run_dir: Path, source: str = GENERATOR) -> Out
     return Outcome(config, RunSummary.from_json(summary), tuple(records), run_dir)
 
 
+def _finished(config: Config, exp_dir: Path, source: str) -> bool:
+    """Whether ``exp_dir`` holds a finished run of ``config`` that ``--resume`` reuses
+    (its summary alone: the batches are read once, when the run is reused)."""
+    return (
+        resume_rule.finished_summary(exp_dir / config.name, _config_dict(config, source))
+        is not None
+    )
+
+
 def _trigger_records(records: Sequence[BatchRecord], run_dir: Path) -> list[BatchRecord]:
     """A processingTime trigger run's batches as its summary counts them: the source sees
     a batch end only at the next trigger, so metrics.jsonl holds the interval as the
@@ -340,12 +349,9 @@ def _warm_session(
     resume: bool,
     source: str,
 ) -> None:
-    """The warm-up run before the first config left to run (reading finished ones only up
-    to it), unless this session is warm for its workload and source already."""
-    left = next(
-        (c for c in configs if not (resume and _load_outcome(c, exp_dir / c.name, source))),
-        None,
-    )
+    """The warm-up run before the first config left to run, unless this session is warm
+    for its workload and source already."""
+    left = next((c for c in configs if not (resume and _finished(c, exp_dir, source))), None)
     if left is None:
         return
     warm_key = _warm_key(spark, left, source)
@@ -361,9 +367,7 @@ def _unfinished_others(
 ) -> list[Config]:
     """The configs not ``chosen`` that have no finished run in ``exp_dir``."""
     names = {c.name for c in chosen}
-    return [
-        c for c in configs if c.name not in names and not _load_outcome(c, exp_dir / c.name, source)
-    ]
+    return [c for c in configs if c.name not in names and not _finished(c, exp_dir, source)]
 
 
 def _start_marker(experiment: Experiment, settings: Settings, source: str) -> dict[str, Any]:
@@ -405,7 +409,7 @@ def check_inputs(
 
     for c in configs:
         run_dir = exp_dir / c.name
-        if resume and resume_rule.finished_summary(run_dir, _config_dict(c, source)) is not None:
+        if resume and _finished(c, exp_dir, source):
             continue
         if not run_dir.exists():
             mark_dir(run_dir, what="run directory")
