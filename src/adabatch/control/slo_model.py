@@ -199,20 +199,21 @@ class ProcessingFit:
 
     def knows_fixed_cost(self, records: float, blocks: int) -> bool:
         """Whether a batch of ``records`` in ``blocks`` blocks holds at least
-        ``1 / CATCH_UP_GROWTH`` of the fewest records of a non-empty batch measured:
-        below, the fit has no evidence of the fixed cost per batch (fitted through the
-        origin, it predicts a small batch nearly free), so a miss there is the fit's to
-        learn, not noise."""
-        sizes = [e[0] for (k, _), e in self.bins.items() if k == blocks and e[0] > 0]
-        return bool(sizes) and records >= min(sizes) / CATCH_UP_GROWTH
+        ``1 / CATCH_UP_GROWTH`` of the fewest records measured: below, the fit has no
+        evidence of the fixed cost per batch (fitted through the origin, it predicts a
+        small batch nearly free), so a miss there is the fit's to learn, not noise."""
+        lo = self.smallest(blocks)
+        return lo > 0 and records >= lo / CATCH_UP_GROWTH
 
     def largest(self, blocks: int) -> float:
         """The most records of a batch in ``blocks`` blocks the memory holds (0: none)."""
         return self.largest_bin(blocks)[0]
 
     def smallest(self, blocks: int) -> float:
-        """The fewest records of a batch in ``blocks`` blocks the memory holds (0: none)."""
-        return min((e[0] for (k, _), e in self.bins.items() if k == blocks), default=0.0)
+        """The fewest records of a non-empty batch in ``blocks`` blocks the memory holds (0:
+        none); an empty batch (a lull) says nothing of the sizes the fit has seen."""
+        sizes = (e[0] for (k, _), e in self.bins.items() if k == blocks and e[0] > 0)
+        return min(sizes, default=0.0)
 
     def largest_bin(self, blocks: int) -> tuple[float, float]:
         """Records and processing seconds of the largest batches in ``blocks`` blocks the
