@@ -147,7 +147,10 @@ def test_meets_the_target_at_less_cpu_than_fixed_point(
     kept = after_warmup(result.records)
     assert p95_latency(kept) <= target
     assert cpu_per_record(kept) < cpu_per_record(fixed_point(workload, spec))
-    assert {r.controller_state["mode"] for r in kept} == {"target"}
+    # never called out of reach; a rate step may leave a backlog drained in one batch
+    modes = [r.controller_state["mode"] for r in kept]
+    assert not {"floor", "overload"} & set(modes)
+    assert modes.count("catch-up") <= 3
 
 
 # --- a rate step ----------------------------------------------------------------------
