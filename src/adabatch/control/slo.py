@@ -445,25 +445,17 @@ class SloController(Controller):
                 predicted = 0.0
             else:
                 self._ratios.add(r)
-        known = self._shifts.known(self._fit, n, k)
+        fitted = self._fit.fitted(k)  # the proportional start is no fit to miss
         self._fit.add(n, k, report.processing_s)
         self._latencies.add(round(report.latency_s, 4))
         planned = self._pending.pop(round(report.cut_at, 6), None)
         if planned is not None:
             error = round(x + report.processing_s - planned, 4)
             self._errors.add(error)
-        if predicted > 0:
+        if predicted > 0 and fitted:
             self._shifts.add(
                 Evidence(
-                    self._observed,
-                    n,
-                    k,
-                    report.processing_s,
-                    predicted,
-                    known,
-                    ratio_no,
-                    error_no,
-                    error,
+                    self._observed, n, k, report.processing_s, predicted, ratio_no, error_no, error
                 )
             )
         self._shifts.revise(self._observed, self._fit, self._ratios, self._errors)

@@ -94,7 +94,7 @@ class ProcessingFit:
         """One finished batch of ``records`` in ``blocks`` blocks processed in
         ``processing_s`` seconds."""
         self.observed += 1
-        key = (blocks, self._bin(records))
+        key = (blocks, round(math.log1p(max(records, 0.0)) / self._log_ratio))
         entry = self.bins.get(key)
         if entry is None:
             if len(self.bins) >= MAX_BINS:
@@ -109,14 +109,6 @@ class ProcessingFit:
             entry[3] = float(self.observed)
         self.previous, self.last = self.last, (float(records), blocks, float(processing_s))
         self._coef.clear()
-
-    def measured(self, records: float, blocks: int) -> int:
-        """How many batches the memory's bin of ``records`` in ``blocks`` blocks holds."""
-        entry = self.bins.get((blocks, self._bin(records)))
-        return 0 if entry is None else int(entry[2])
-
-    def _bin(self, records: float) -> int:
-        return round(math.log1p(max(records, 0.0)) / self._log_ratio)
 
     def fitted(self, blocks: int) -> bool:
         """Whether predictions for ``blocks`` come from the least-squares fit (enough
