@@ -31,12 +31,6 @@ The model (:mod:`adabatch.control.slo_model`)::
           batch, a cost change), learnt from what happened. Only that error feeds δ, never
           δ itself, so at most 1 - plan_percentile of the batches end over the target
           in a steady state. Queue delay is left out: no batch waits in a queue (below).
-    Both windows hold errors of the model, not of a cost that changed and stayed changed:
-    ``SHIFT_AGE`` reports after a batch that took ``SHIFT`` times its prediction, if the
-    fit now predicts its records ``SHIFT`` times what it did and the batches since took
-    more than predicted as well, the cost rose and the fit learnt it: the errors before
-    that batch are forgotten and its own become what the risen fit explains
-    (:mod:`adabatch.control.slo_shift`).
 
 The decision, for the arrival rate ``r`` = records / interval of the latest batch that was
 not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granularity`` in
@@ -184,7 +178,6 @@ from adabatch.control.slo_model import (
     interval_grid,
     ratio,
 )
-from adabatch.control.slo_shift import CostShifts, Evidence
 from adabatch.errors import AdabatchError
 from adabatch.params import Param, Params
 
@@ -354,7 +347,6 @@ class SloController(Controller):
         self._ratios = Window(p.window)  # p_observed / p̂
         self._latencies = Window(p.window)  # observed batch latencies
         self._errors = Window(p.window)  # (x + p)_observed - L̂
-        self._shifts = CostShifts()  # batches whose errors are looked at again
         self._pending: dict[float, float] = {}  # cut time -> L̂ of batches planned by the rule
         self._rate: float | None = None  # records/s of the latest uncapped batch
         self._backlog = 0.0  # estimated records waiting in the source
@@ -418,8 +410,16 @@ class SloController(Controller):
         self._observed += 1
         # a catch-up batch that took all that waited is not capped, nor is n / x its rate
         catching_up = self._decision is not None and self._decision.mode == "catch-up"
-        n, x = report.records, report.interval_s
-        self._learn(report)
+        n, k, x = report.records, report.blocks, report.interval_s
+        if self._fit.last is not None and self._fit.knows_fixed_cost(n, k):
+            r = ratio(report.processing_s, self._fit.predict_one(n, k))
+            if r is not None:
+                self._ratios.add(r)
+        self._fit.add(n, k, report.processing_s)
+        self._latencies.add(round(report.latency_s, 4))
+        planned = self._pending.pop(round(report.cut_at, 6), None)
+        if planned is not None:
+            self._errors.add(round(report.interval_s + report.processing_s - planned, 4))
         capped = n > 0 and n in self._caps and self._rate is not None
         if report.left_records is not None:
             self._count_backlog(report, capped or catching_up)
@@ -432,33 +432,6 @@ class SloController(Controller):
         self._draining = catching_up
         self._decision, self._margins = None, {}
         self._verdict(self._current())
-
-    def _learn(self, report: BatchReport) -> None:
-        """The fit, the ratio and the latency error of a reported batch (module
-        docstring), and the batches whose errors a rise of cost explains revised."""
-        n, k, x = report.records, report.blocks, report.interval_s
-        predicted, ratio_no, error_no, error = 0.0, self._ratios.added, self._errors.added, None
-        if self._fit.last is not None and self._fit.knows_fixed_cost(n, k):
-            predicted = self._fit.predict_one(n, k)
-            r = ratio(report.processing_s, predicted)
-            if r is None:
-                predicted = 0.0
-            else:
-                self._ratios.add(r)
-        fitted = self._fit.fitted(k)  # the proportional start is no fit to miss
-        self._fit.add(n, k, report.processing_s)
-        self._latencies.add(round(report.latency_s, 4))
-        planned = self._pending.pop(round(report.cut_at, 6), None)
-        if planned is not None:
-            error = round(x + report.processing_s - planned, 4)
-            self._errors.add(error)
-        if predicted > 0 and fitted:
-            self._shifts.add(
-                Evidence(
-                    self._observed, n, k, report.processing_s, predicted, ratio_no, error_no, error
-                )
-            )
-        self._shifts.revise(self._observed, self._fit, self._ratios, self._errors)
 
     def _count_backlog(self, report: BatchReport, capped: bool) -> None:
         """Rate and backlog from a report that says what the source holds: the records
@@ -825,8 +798,6 @@ class SloController(Controller):
             "ratios": list(self._ratios.values),
             "latencies": list(self._latencies.values),
             "errors": list(self._errors.values),
-            "added": [self._ratios.added, self._errors.added],
-            "shifts": self._shifts.to_json(),
             "pending": [[t, v] for t, v in self._pending.items()],
             "caps": list(self._caps),
             "streak": self._streak,
@@ -838,11 +809,9 @@ class SloController(Controller):
         self._reset()
         try:
             self._fit.load(state.get("fit", {}))
-            added = state.get("added") or [None, None]
-            self._ratios.load(state.get("ratios", []), added[0])
+            self._ratios.load(state.get("ratios", []))
             self._latencies.load(state.get("latencies", []))
-            self._errors.load(state.get("errors", []), added[1])
-            self._shifts.load(state.get("shifts", {}))
+            self._errors.load(state.get("errors", []))
             self._pending = {float(t): float(v) for t, v in state.get("pending", [])}
             rate, last_x = state.get("rate_rps"), state.get("last_interval")
             self._rate = None if rate is None else float(rate)

@@ -263,15 +263,12 @@ class ProcessingFit:
 
 class Window:
     """The last ``size`` values, in arrival order and sorted: quantiles in O(1), an update
-    in O(size) moves of a C list (faster than sorting for every quantile). ``added``
-    counts every value ever added: value number ``i`` is :meth:`revise`-able while it is
-    among the last ``size``."""
+    in O(size) moves of a C list (faster than sorting for every quantile)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.values: deque[float] = deque()
         self._sorted: list[float] = []
-        self.added = 0
 
     def add(self, value: float) -> None:
         """Append ``value``, dropping the oldest beyond ``size``."""
@@ -279,33 +276,6 @@ class Window:
             del self._sorted[bisect.bisect_left(self._sorted, self.values.popleft())]
         self.values.append(value)
         bisect.insort(self._sorted, value)
-        self.added += 1
-
-    def value(self, number: int) -> float | None:
-        """Value number ``number`` (``added`` before it was added), ``None`` if it has left
-        the window."""
-        i = self._index(number)
-        return None if i is None else self.values[i]
-
-    def revise(self, number: int, value: float) -> None:
-        """Replace value number ``number`` by ``value``; nothing if it has left the
-        window."""
-        i = self._index(number)
-        if i is None:
-            return
-        old = self.values[i]
-        del self._sorted[bisect.bisect_left(self._sorted, old)]
-        self.values[i] = value
-        bisect.insort(self._sorted, value)
-
-    def drop_before(self, number: int) -> None:
-        """Forget the values added before value number ``number``."""
-        while self.values and self.added - len(self.values) < number:
-            del self._sorted[bisect.bisect_left(self._sorted, self.values.popleft())]
-
-    def _index(self, number: int) -> int | None:
-        back = self.added - 1 - number
-        return len(self.values) - 1 - back if 0 <= back < len(self.values) else None
 
     def quantile(self, percentile: float) -> float | None:
         """The value at ``percentile`` (0-100), interpolated linearly between order
@@ -322,16 +292,12 @@ class Window:
         """The mean of the values, ``None`` while empty."""
         return math.fsum(self.values) / len(self.values) if self.values else None
 
-    def load(self, values: Iterable[float], added: int | None = None) -> None:
-        """Replace the values (oldest first; only the last ``size`` are kept); ``added``:
-        the count of values ever added (unset: those loaded)."""
+    def load(self, values: Iterable[float]) -> None:
+        """Replace the values (oldest first; only the last ``size`` are kept)."""
         self.values.clear()
         self._sorted = []
-        self.added = 0
         for v in values:
             self.add(float(v))
-        if added is not None:
-            self.added = max(int(added), len(self.values))
 
     def __len__(self) -> int:
         return len(self.values)
