@@ -26,11 +26,13 @@ The model (:mod:`adabatch.control.slo_model`)::
           took 0.81 s against 0.07 s predicted, and as a ratio it set m_q to 11 for 40
           batches, which planned a 9.8 s overload window against a 1 s target);
     δ   = max(0, quantile at ``plan_percentile`` of (x + p)_observed - L̂ over the last
-          ``window`` batches planned by the rule), L̂ = x + m_q·p̂ as predicted when the
-          batch was planned: what the model misses (the rate changing under a planned
-          batch, a cost change), learnt from what happened. Only that error feeds δ, never
-          δ itself, so at most 1 - plan_percentile of the batches end over the target
-          in a steady state. Queue delay is left out: no batch waits in a queue (below).
+          ``window`` batches planned by the rule; not a window cut at once because the
+          batch before ran past it, whose latency is that batch's miss), L̂ = x + m_q·p̂
+          as predicted when the batch was planned: what the model misses (the rate
+          changing under a planned batch, a cost change), learnt from what happened. Only
+          that error feeds δ, never δ itself, so at most 1 - plan_percentile of the
+          batches end over the target in a steady state. Queue delay is left out: no
+          batch waits in a queue (below).
 
 The decision, for the arrival rate ``r`` = records / interval of the latest batch that was
 not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granularity`` in
