@@ -108,6 +108,9 @@ def test_a_few_long_overloaded_batches_are_unstable() -> None:
     # one batch that ran over its interval with another waiting: the queue grows
     assert not is_stable(run(10.0, 25.0, 1), final_queue_len=1)
     assert is_stable(run(10.0, 6.0, 1), final_queue_len=0)
+    # two: a slow host's static join, two batches of 14 s that took 33 s, two waiting
+    assert not is_stable(run(14.0, 33.0, 2), final_queue_len=2)
+    assert is_stable(run(14.0, 6.0, 2), final_queue_len=1)
 
 
 def test_too_few_finished_batches_cannot_be_called_stable() -> None:

@@ -222,9 +222,12 @@ def is_stable(records: Sequence[BatchRecord], final_queue_len: int) -> bool:
 
     A run that finished too few batches for a slope is judged on its backlog: with fewer
     than two finished, any batch left waiting behind one that ran over its interval (or
-    behind none) means the queue grew; and a run that left at least as many batches
-    waiting as it finished (several) processed far less than it cut, whatever the slope
-    of the few it finished."""
+    behind none) means the queue grew; with fewer than ``DIVERGING_QUEUE_BATCHES``
+    finished and one left waiting, every finished batch running over its interval while
+    the queue delay grew does (a slow host's static join: two 14 s batches that took 33 s
+    each, two cut batches waiting); and a run that left at least as many batches waiting
+    as it finished (several) processed far less than it cut, whatever the slope of the
+    few it finished."""
     if final_queue_len >= max(DIVERGING_QUEUE_BATCHES, len(records)):
         return False
     if source_backlog_grows(records):
@@ -239,7 +242,10 @@ def is_stable(records: Sequence[BatchRecord], final_queue_len: int) -> bool:
     median_x = float(np.median([r.interval_s for r in half]))
     last_q = records[-1].queue_delay_s
     backlog = final_queue_len >= DIVERGING_QUEUE_BATCHES or last_q > 2 * median_x
-    return not (slope > DIVERGING_SLOPE and (backlog or overloaded_tail(records)))
+    tail = DIVERGING_QUEUE_BATCHES
+    if len(records) < tail and final_queue_len > 0:
+        tail = len(records)  # stopped after a few long batches: all of them
+    return not (slope > DIVERGING_SLOPE and (backlog or overloaded_tail(records, tail)))
 
 
 def busy_fraction(records: Sequence[BatchRecord], duration_s: float) -> float:
