@@ -254,6 +254,27 @@ def test_a_window_cut_at_once_behind_a_slow_batch_adds_no_latency_error() -> Non
     assert added[slow : slow + 3] == [1, 0, 1]
 
 
+def test_a_cost_over_the_margin_goes_to_the_ratios_not_to_the_latency_error() -> None:
+    """A batch planned by the rule takes four times its usual processing (a load's onset):
+    the ratios count it, so ``δ`` learns none of it. (On Spark, window at a 5 s target,
+    such a batch had put 1.7 s into ``δ`` for the rest of the run.)"""
+    ctrl = SloController(target=2)
+    steady = [0.4 + 0.02 * (i % 5) for i in range(30)]
+    plan, start, free = ctrl.plan(0.0), 0.0, 0.0
+    for i, p in enumerate([*steady, 4 * 0.44]):
+        cut = max(start + plan.interval_s, free)
+        planned = ctrl._pending.get(round(cut, 6))
+        ctrl.plan(cut)
+        n = round(10_000 * (cut - start))
+        ctrl.observe(BatchReport(i, cut - start, 2, n, p, 0.0, cut, cut, cut + p))
+        plan, start, free = ctrl.plan(cut), cut, cut + p
+    assert planned is not None, "the slow batch was not planned by the rule: nothing tested"
+    assert ctrl._latencies.values[-1] > planned[0] + 1.0  # it missed the plan by over 1 s
+    assert ctrl._ratios.values[-1] > 3.0
+    assert ctrl._errors.values[-1] <= 0.05
+    assert ctrl.margins().delta <= 0.05
+
+
 @pytest.mark.parametrize("seed", [0, 2, 3])
 def test_a_burst_under_an_open_window_cuts_it_when_full(seed: int) -> None:
     """The rate quadruples under a planned 4.5 s window. A window that fills with more

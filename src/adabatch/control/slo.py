@@ -25,14 +25,17 @@ The model (:mod:`adabatch.control.slo_model`)::
           300,000 records/s: a 14,564-record probe after batches of 150,000 and 198,874
           took 0.81 s against 0.07 s predicted, and as a ratio it set m_q to 11 for 40
           batches, which planned a 9.8 s overload window against a 1 s target);
-    δ   = max(0, quantile at ``plan_percentile`` of (x + p)_observed - L̂ over the last
+    δ   = max(0, quantile at ``plan_percentile`` of (x + p')_observed - L̂ over the last
           ``window`` batches planned by the rule; not a window cut at once because the
           batch before ran past it, whose latency is that batch's miss), L̂ = x + m_q·p̂
-          as predicted when the batch was planned: what the model misses (the rate
-          changing under a planned batch, a cost change), learnt from what happened. Only
-          that error feeds δ, never δ itself, so at most 1 - plan_percentile of the
-          batches end over the target in a steady state. Queue delay is left out: no
-          batch waits in a queue (below).
+          as predicted when the batch was planned, p' = min(p, m_q·p̂(n)) with that
+          plan's m_q and the batch's own n: what the model misses besides a cost over the
+          margin (the rate changing under a planned batch, a window cut late), learnt
+          from what happened. A cost over the margin is in the ratios already: counted in
+          δ too, one batch at a load's onset (Spark, window at a 5 s target, ratio 4.1)
+          put 1.7 s into δ for the rest of the run. Only that error feeds δ, never δ
+          itself, so at most about 1 - plan_percentile of the batches end over the target
+          in a steady state. Queue delay is left out: no batch waits in a queue (below).
 
 The decision, for the arrival rate ``r`` = records / interval of the latest batch that was
 not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granularity`` in
@@ -349,7 +352,8 @@ class SloController(Controller):
         self._ratios = Window(p.window)  # p_observed / p̂
         self._latencies = Window(p.window)  # observed batch latencies
         self._errors = Window(p.window)  # (x + p)_observed - L̂
-        self._pending: dict[float, float] = {}  # cut time -> L̂ of batches planned by the rule
+        # cut time -> (L̂, m_q) of batches planned by the rule
+        self._pending: dict[float, tuple[float, float | None]] = {}
         self._rate: float | None = None  # records/s of the latest uncapped batch
         self._backlog = 0.0  # estimated records waiting in the source
         self._left: tuple[int, float] | None = None  # (left_records, finished_at) last seen
@@ -396,7 +400,7 @@ class SloController(Controller):
         if d.model_latency_s is not None and x == d.interval_s:
             # a window cut at once because the batch before ran past it was not the
             # rule's plan: its latency is that batch's miss, counted in its ratio already
-            self._pending[round(now + x, 6)] = round(d.model_latency_s, 6)
+            self._pending[round(now + x, 6)] = (round(d.model_latency_s, 6), d.margin)
             while len(self._pending) > PENDING_KEPT:
                 del self._pending[next(iter(self._pending))]
         plan = BatchPlan(
@@ -413,6 +417,7 @@ class SloController(Controller):
         # a catch-up batch that took all that waited is not capped, nor is n / x its rate
         catching_up = self._decision is not None and self._decision.mode == "catch-up"
         n, k, x = report.records, report.blocks, report.interval_s
+        r = None
         if self._fit.last is not None and self._fit.knows_fixed_cost(n, k):
             r = ratio(report.processing_s, self._fit.predict_one(n, k))
             if r is not None:
@@ -421,7 +426,7 @@ class SloController(Controller):
         self._latencies.add(round(report.latency_s, 4))
         planned = self._pending.pop(round(report.cut_at, 6), None)
         if planned is not None:
-            self._errors.add(round(report.interval_s + report.processing_s - planned, 4))
+            self._errors.add(self._latency_error(report, planned, r))
         capped = n > 0 and n in self._caps and self._rate is not None
         if report.left_records is not None:
             self._count_backlog(report, capped or catching_up)
@@ -434,6 +439,18 @@ class SloController(Controller):
         self._draining = catching_up
         self._decision, self._margins = None, {}
         self._verdict(self._current())
+
+    @staticmethod
+    def _latency_error(
+        report: BatchReport, planned: tuple[float, float | None], r: float | None
+    ) -> float:
+        """``(x + p')_observed - L̂`` for δ: the processing beyond the plan's margin
+        (ratio ``r`` over its ``m_q``) is left out, the ratios count it already."""
+        model, margin = planned
+        p = report.processing_s
+        if r is not None and margin is not None and r > margin:
+            p *= margin / r
+        return round(report.interval_s + p - model, 4)
 
     def _count_backlog(self, report: BatchReport, capped: bool) -> None:
         """Rate and backlog from a report that says what the source holds: the records
@@ -564,7 +581,8 @@ class SloController(Controller):
         x = float(xs[i])
         cap = self._backlog_cap(x, m) if self._backlog > 0 else None
         pq = float(m.q * p[i])
-        return Decision(mode, x, cap, float(lat[i]), achievable, pq, None, float(model[i]))
+        model_i = float(model[i])
+        return Decision(mode, x, cap, float(lat[i]), achievable, pq, None, model_i, m.q)
 
     def _drain(self) -> bool:
         """Whether a backlog the target cannot absorb is read at full speed: more than the
@@ -800,7 +818,7 @@ class SloController(Controller):
             "ratios": list(self._ratios.values),
             "latencies": list(self._latencies.values),
             "errors": list(self._errors.values),
-            "pending": [[t, v] for t, v in self._pending.items()],
+            "pending": [[t, *v] for t, v in self._pending.items()],
             "caps": list(self._caps),
             "streak": self._streak,
             "met_streak": self._met_streak,
@@ -814,7 +832,10 @@ class SloController(Controller):
             self._ratios.load(state.get("ratios", []))
             self._latencies.load(state.get("latencies", []))
             self._errors.load(state.get("errors", []))
-            self._pending = {float(t): float(v) for t, v in state.get("pending", [])}
+            self._pending = {
+                float(t): (float(v), None if not m or m[0] is None else float(m[0]))
+                for t, v, *m in state.get("pending", [])
+            }
             rate, last_x = state.get("rate_rps"), state.get("last_interval")
             self._rate = None if rate is None else float(rate)
             self._last_x = None if last_x is None else float(last_x)

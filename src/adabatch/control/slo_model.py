@@ -324,7 +324,8 @@ class Margins:
 @dataclass(frozen=True)
 class Decision:
     """One outcome of the decision rule (module docstring); ``model_latency_s`` is
-    ``L̂ = x + m_q·p̂`` without ``δ``, kept until the batch is reported."""
+    ``L̂ = x + m_q·p̂`` without ``δ``, kept with ``margin`` (its ``m_q``) until the batch
+    is reported."""
 
     mode: str  # start, target, floor, overload, catch-up
     interval_s: float
@@ -334,6 +335,7 @@ class Decision:
     processing_s: float | None = None  # predicted p at the percentile at the plan
     capacity_rps: float | None = None  # overload: the most records/s a stable batch takes
     model_latency_s: float | None = None
+    margin: float | None = None
 
 
 def catch_up_records(
