@@ -351,7 +351,7 @@ class SloController(Controller):
         self._fit = ProcessingFit(p.forget, p.memory, p.bin_ratio)
         self._ratios = Window(p.window)  # p_observed / p̂
         self._latencies = Window(p.window)  # observed batch latencies
-        self._errors = Window(p.window)  # (x + p)_observed - L̂
+        self._errors = Window(p.window)  # (x + p')_observed - L̂
         # cut time -> (L̂, m_q) of batches planned by the rule
         self._pending: dict[float, tuple[float, float | None]] = {}
         self._rate: float | None = None  # records/s of the latest uncapped batch
