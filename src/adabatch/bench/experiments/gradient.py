@@ -61,6 +61,48 @@ def steep_fraction(outcome: Outcome) -> float:
     return sum(b == "steep" for b in known) / len(known) if known else float("nan")
 
 
+def _verdicts(grad: Outcome, fp: Outcome, steep: float) -> tuple[Verdict, ...]:
+    """The headline (never settles or ends worse), its two halves, and the steep share."""
+    worse = (not grad.stable and fp.stable) or (grad.get("p95_latency_s") > fp.get("p95_latency_s"))
+    cv_ratio = grad.get("cv_interval") / fp.get("cv_interval")
+    settles_not = cv_ratio >= SETTLE_RATIO
+    cv = (
+        f"interval CV {grad.get('cv_interval'):.2f} vs {fp.get('cv_interval'):.2f} "
+        f"({cv_ratio:.1f}x)"
+    )
+    return (
+        Verdict(
+            "the gradient controller does not control the interval as fixed-point does: "
+            f"it never settles (interval CV at least {SETTLE_RATIO:g}x fixed-point's) "
+            "or it ends worse (unstable, or a higher p95 latency)",
+            settles_not or worse,
+            f"{cv}; {'ends worse' if worse else 'not worse'}",
+            headline=True,
+        ),
+        Verdict(
+            "the gradient controller does not settle: its interval varies at least "
+            f"{SETTLE_RATIO:g}x as much as fixed-point's (coefficient of variation)",
+            settles_not,
+            cv,
+        ),
+        Verdict(
+            "the gradient controller does worse than fixed-point on real Spark "
+            "(unstable, or a higher p95 latency: the paper's Fig. 18)",
+            worse,
+            f"gradient: {'stable' if grad.stable else 'UNSTABLE'}, p95 "
+            f"{grad.get('p95_latency_s'):.2f} s, max queue "
+            f"{grad.get('max_queue_delay_s'):.2f} s; fixed-point: "
+            f"{'stable' if fp.stable else 'UNSTABLE'}, p95 {fp.get('p95_latency_s'):.2f} s, "
+            f"max queue {fp.get('max_queue_delay_s'):.2f} s",
+        ),
+        Verdict(
+            "noise makes the slope look steep on a sizeable share of batches (> 20%)",
+            steep > 0.2,
+            f"steep branch on {steep:.0%} of the gradient controller's batches",
+        ),
+    )
+
+
 class Gradient(Experiment):
     name = "gradient"
     title = "The gradient controller on real Spark noise"
@@ -94,46 +136,8 @@ class Gradient(Experiment):
     def analyze(self, ctx: Context, outcomes: Sequence[Outcome]) -> Analysis:
         grad, fp = by_name(outcomes, "gradient"), by_name(outcomes, "fixed-point")
         steep = steep_fraction(grad)
-        worse = (not grad.stable and fp.stable) or (
-            grad.get("p95_latency_s") > fp.get("p95_latency_s")
-        )
-        cv_ratio = grad.get("cv_interval") / fp.get("cv_interval")
-        settles_not = cv_ratio >= SETTLE_RATIO
-        cv = (
-            f"interval CV {grad.get('cv_interval'):.2f} vs {fp.get('cv_interval'):.2f} "
-            f"({cv_ratio:.1f}x)"
-        )
-        verdicts = (
-            Verdict(
-                "the gradient controller does not control the interval as fixed-point does: "
-                f"it never settles (interval CV at least {SETTLE_RATIO:g}x fixed-point's) "
-                "or it ends worse (unstable, or a higher p95 latency)",
-                settles_not or worse,
-                f"{cv}; {'ends worse' if worse else 'not worse'}",
-                headline=True,
-            ),
-            Verdict(
-                "the gradient controller does not settle: its interval varies at least "
-                f"{SETTLE_RATIO:g}x as much as fixed-point's (coefficient of variation)",
-                settles_not,
-                cv,
-            ),
-            Verdict(
-                "the gradient controller does worse than fixed-point on real Spark "
-                "(unstable, or a higher p95 latency: the paper's Fig. 18)",
-                worse,
-                f"gradient: {'stable' if grad.stable else 'UNSTABLE'}, p95 "
-                f"{grad.get('p95_latency_s'):.2f} s, max queue "
-                f"{grad.get('max_queue_delay_s'):.2f} s; fixed-point: "
-                f"{'stable' if fp.stable else 'UNSTABLE'}, p95 {fp.get('p95_latency_s'):.2f} s, "
-                f"max queue {fp.get('max_queue_delay_s'):.2f} s",
-            ),
-            Verdict(
-                "noise makes the slope look steep on a sizeable share of batches (> 20%)",
-                steep > 0.2,
-                f"steep branch on {steep:.0%} of the gradient controller's batches",
-            ),
-        )
+        verdicts = _verdicts(grad, fp, steep)
+        settles_not, worse = verdicts[1].holds, verdicts[2].holds
         return Analysis(
             tables=(
                 report.standard_table(
