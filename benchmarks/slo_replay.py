@@ -31,26 +31,25 @@ def replay(run_dir: Path) -> list[list]:
     """``[cut_at, mode, interval, m_q, δ]`` after each report of one kept slo run."""
     from adabatch.control.base import BatchReport
     from adabatch.control.slo import SloController
+    from adabatch.metrics import read_jsonl
 
     cfg = json.loads((run_dir / "config.json").read_text())
     ctrl = SloController(**cfg["params"])
     ctrl.plan(0.0)
     out = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        b = json.loads(line)
-        if b["interval_s"] <= 0:
+    for b in read_jsonl(run_dir / "metrics.jsonl"):
+        if b.interval_s <= 0:
             continue
         ctrl.observe(
             BatchReport(
-                b["batch_id"], b["interval_s"], b["blocks"], b["records"],
-                b["processing_s"], b["queue_delay_s"], b["cut_at"], b["started_at"],
-                b["finished_at"], left_records=b.get("left_records"),
-                queued_records=b.get("queued_records"),
+                b.batch_id, b.interval_s, b.blocks, b.records, b.processing_s,
+                b.queue_delay_s, b.cut_at, b.started_at, b.finished_at,
+                left_records=b.left_records,
             )
         )  # fmt: skip
-        ctrl.plan(b["cut_at"])
+        ctrl.plan(b.cut_at)
         st = ctrl.metrics_state()
-        out.append([b["cut_at"], st["mode"], st["interval"], st["margin"], st["latency_slack_s"]])
+        out.append([b.cut_at, st["mode"], st["interval"], st["margin"], st["latency_slack_s"]])
     return out
 
 
