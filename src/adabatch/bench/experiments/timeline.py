@@ -27,6 +27,13 @@ never overloaded on the sine), so that comparison is reported but the headline i
 of the figure pair that does not depend on it: fixed-point follows the rate (Fig. 17), its
 mean interval over the batches in the sine's top third of rates at least ``WIDENS`` times
 that over the bottom third (measured 1.26-1.71 with a 1,750/s peak).
+
+The quick sine's period scales with ``x_c`` (:func:`sine_run`). On a host where the
+default trigger settled at x_c = 1.03 s, fixed-point's batches ran 1-2.6 s, two or three
+of them behind the rate, and on the 30 s period the headline failed: 1.49 s in the top
+third against 1.32 s in the bottom, the bottom third being the slow way down from the
+peak. On a 60 s period the same host gave 2.18 s against 0.79 s. At the x_c = 0.23 s of
+a quiet host the period stays 30 s.
 """
 
 from __future__ import annotations
@@ -54,7 +61,11 @@ from adabatch.errors import AdabatchError
 SINE_LOW, SINE_HIGH = 50, 2200
 MEAN_RATE = (SINE_LOW + SINE_HIGH) // 2
 SINE = f"sine:{SINE_LOW}:{SINE_HIGH}:60s"
-QUICK_SINE = f"sine:{SINE_LOW}:{SINE_HIGH}:30s"  # --quick: half the period, reaching a peak
+# --quick: the sine's period in seconds is PERIOD_PER_X_C times the critical interval x_c,
+# within QUICK_PERIOD_S; its run covers QUICK_RUN of a period (the peak and the trough)
+QUICK_PERIOD_S = (30.0, 60.0)
+PERIOD_PER_X_C = 60.0
+QUICK_RUN, QUICK_SKIP = 0.8, 4.0 / 30.0
 WIDENS = 1.3  # headline: fixed-point's interval at the peak over its interval at the trough
 KEYS = 100_000
 # static intervals swept, as multiples of the critical interval x_c (rounded to STEP_S)
@@ -62,7 +73,7 @@ FULL_MULTIPLES = (1.05, 1.1, 1.2, 1.35, 1.6, 2.0)
 QUICK_MULTIPLES = (1.05, 1.2)
 STEP_S = 0.01
 FULL = {"sweep_s": 30.0, "sweep_skip_s": 10.0, "sine_s": 120.0, "sine_skip_s": 15.0}
-QUICK = {"sweep_s": 14.0, "sweep_skip_s": 4.0, "sine_s": 24.0, "sine_skip_s": 4.0}
+QUICK = {"sweep_s": 14.0, "sweep_skip_s": 4.0}
 REDUCE = {"workload": "reduce", "keys": KEYS, "per_key_commit": True}
 MEAN_GROUP, SINE_GROUP = "mean rate (constant)", "sine"
 
@@ -75,7 +86,8 @@ class Timeline(Experiment):
         f"Reduce over {KEYS} keys, each committed in its own transaction. At the constant "
         f"mean rate {MEAN_RATE}/s, Spark's default trigger finds the critical interval x_c "
         "(p = x) and a sweep of static intervals at multiples of x_c picks the best static "
-        f"interval for the mean rate; then the sine {SINE} ({QUICK_SINE} in --quick) runs "
+        f"interval for the mean rate; then the sine {SINE} (in --quick a period of "
+        f"{PERIOD_PER_X_C:g} x_c within {QUICK_PERIOD_S[0]:g}-{QUICK_PERIOD_S[1]:g} s) runs "
         "with that interval, with fixed-point, with Spark's default trigger and with a "
         "processingTime trigger at the same interval."
     )
@@ -114,12 +126,12 @@ class Timeline(Experiment):
             )
         best = best_for_mean(outcomes)
         x = float(best.config.params["interval"])
-        t = self._times(settings)
+        profile, duration_s, skip_s = sine_run(settings.quick, critical_interval(outcomes))
         common = {
             **REDUCE,
-            "profile": _sine(settings),
-            "duration_s": t["sine_s"],
-            "skip_s": t["sine_skip_s"],
+            "profile": profile,
+            "duration_s": duration_s,
+            "skip_s": skip_s,
             "group": SINE_GROUP,
         }
         out = [
@@ -131,11 +143,11 @@ class Timeline(Experiment):
         return out
 
     def analyze(self, ctx: Context, outcomes: Sequence[Outcome]) -> Analysis:
-        sine_spec = _sine(ctx.settings)
         best = best_for_mean(outcomes)
         x = float(best.config.params["interval"])
         static = by_name(outcomes, f"sine-static-{x:g}s")
         fp = by_name(outcomes, "sine-fixed-point")
+        sine_spec = fp.config.profile
         sine = [o for o in outcomes if o.config.group == SINE_GROUP]
         figs = (
             figures.queue_timelines(
@@ -234,8 +246,27 @@ def _verdicts(static: Outcome, fp: Outcome, x: float) -> tuple[Verdict, ...]:
     )
 
 
-def _sine(settings: Settings) -> str:
-    return QUICK_SINE if settings.quick else SINE
+def sine_run(quick: bool, x_c: float) -> tuple[str, float, float]:
+    """The sine's profile, run length and skip. ``--quick`` runs most of one period, as
+    long as ``PERIOD_PER_X_C`` critical intervals: fixed-point walks its interval a few
+    batches behind the rate, so a period of fewer batches shows the lag, not the widening.
+
+    Examples
+    --------
+    >>> sine_run(True, 0.23)
+    ('sine:50:2200:30s', 24.0, 4.0)
+    >>> sine_run(True, 0.8)
+    ('sine:50:2200:50s', 40.0, 6.7)
+    """
+    if not quick:
+        return SINE, FULL["sine_s"], FULL["sine_skip_s"]
+    lo, hi = QUICK_PERIOD_S
+    period = min(max(math.ceil(PERIOD_PER_X_C * x_c / 5.0) * 5.0, lo), hi)
+    return (
+        f"sine:{SINE_LOW}:{SINE_HIGH}:{period:g}s",
+        round(QUICK_RUN * period, 1),
+        round(QUICK_SKIP * period, 1),
+    )
 
 
 def peak_and_trough_intervals(outcome: Outcome) -> tuple[float, float]:
