@@ -62,10 +62,7 @@ FLOOR_BATCHES = 10  # a target below the floor is reported within this many batc
 # still compiling 8 s in: the first full run (reduce, slo at 1 s) spent 206 ms in Spark's
 # addBatch per batch in its first 20 s, 166 ms in its last, and 1.18x the CPU per record
 # of the 0.5 s trigger that ran later; a full run, where 10 % decide, warms up longer.
-# After 60 s the first config of a part still ran slow for about its first minute
-# (window slo at 1 s, twice: batches of 0.43-1.30 s, 0.25-0.50 s later in the run), so
-# the full grid warms up for three minutes.
-QUICK_SESSION_WARMUP_S, FULL_SESSION_WARMUP_S = 8.0, 180.0
+QUICK_SESSION_WARMUP_S, FULL_SESSION_WARMUP_S = 8.0, 60.0
 
 
 def _target_of(o: Outcome) -> float | None:
