@@ -409,11 +409,10 @@ def test_after_overload_the_backlog_drains_within_the_target_at_the_new_rate() -
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_after_a_cpu_load_overload_ends_and_the_target_is_met_again(seed: int) -> None:
     """Window at 150,000 records/s with a 5 s target while a load leaves 0.2 of the cores
-    for 40 s (as the Spark bench's cpu shape did): the load's batches bend the fit so that
-    no interval looks stable after it. The overload caps grow with what the latest batch
-    shows fits, so it ends; before, ties among the caps were broken toward 0.1 s
-    batches whose fixed cost read as noise (a margin of 14), and overload held to the end
-    with the backlog growing."""
+    for 40 s: the load's batches bend the fit so that no interval looks stable after it.
+    The overload caps grow with what the latest batch shows fits, so overload ends;
+    before, ties among the caps were broken toward 0.1 s batches whose fixed cost read as
+    noise (a margin of 14), and overload held to the end with the backlog growing."""
     scenario = make_scenario(
         "window", "constant:150000", "180s", seed=seed, resources="0.2@40s-80s"
     )

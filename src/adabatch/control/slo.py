@@ -100,12 +100,13 @@ times the records that arrived while the latest batch ran, or the backlog would 
 (:func:`~adabatch.control.slo_model.catch_up_records`); each is cut as soon as the one
 before finishes. A stream that starts minutes behind is read at the machine's speed in
 batches of bounded size, not as one batch (Spark's default) nor in target-sized ones; the
-target applies again once the backlog is gone. A catch-up batch of ``n_c`` or more than
-waits (backlog and what arrives while the latest batch runs: it would take it all) holds
-at most the records with ``P + m_q·p̂(r·P) + δ`` within the target, ``P = m_q·p̂(n)``: the
-window open while it runs is cut when it finishes, so a long last batch made the first
-window after it miss (simulated, reduce at 50,000 records/s 5 min behind, 1 s target: 2.4
-and 2.9 s; on Spark, window at 2 s: 2.61 s); the rest goes in the next catch-up batches.
+target applies again once the backlog is gone. Where ``n_c`` is at least what waits (the
+backlog and what arrives while the latest batch runs: the batch would take it all), the
+batch holds at most the records with ``P + m_q·p̂(r·P) + δ`` within the target, ``P =
+m_q·p̂(n)``: the window open while it runs is cut when it finishes, so a long last batch
+made the first window after it miss (simulated, reduce at 50,000 records/s 5 min behind,
+1 s target: 2.4 and 2.9 s; on Spark, window at 2 s: 2.61 s); the rest goes in the next
+catch-up batches.
 
 Every plan is cut when processing is free (``BatchPlan.when_free``, Spark's
 processingTime rule): at the end of its interval, or when the batch before finishes if
