@@ -592,7 +592,7 @@ class SloController(Controller):
         # the cheapest interval among batches the fit has seen the like of: below a quarter
         # of the smallest measured it knows no fixed cost (a fit through the origin with
         # a curve would call the shortest interval cheapest); past it, one probe teaches it
-        seen = self._rate * xs >= self._fit.smallest(k) / CATCH_UP_GROWTH
+        seen = self._rate * xs >= self._fit.fewest_known(k)
         cost = np.where(stable & seen, p / xs, np.inf)
         if not np.isfinite(cost).any():
             cost = np.where(stable, p / xs, np.inf)
@@ -664,7 +664,7 @@ class SloController(Controller):
             lat = x + m.q * float(self._fit.predict(1.0, k)) + m.delta
             return Decision("overload", x, 1, lat, lat, lat - x, 1.0 / x)
         n_cap, p_cap = self._seen_caps(xs, n_cap)
-        known = usable & (n_cap >= self._fit.smallest(k) / CATCH_UP_GROWTH)
+        known = usable & (n_cap >= self._fit.fewest_known(k))
         usable = known if known.any() else usable
         thr = np.where(usable, n_cap / xs, -1.0)
         lat = xs + m.q * p_cap + m.delta
@@ -692,10 +692,9 @@ class SloController(Controller):
         capped batches that run within their intervals raise the caps, and the bins they
         refresh free the fit."""
         k = self.params.blocks
-        p = self._fit.predict(n_cap, k)
         last = self._fit.last
         if last is None or last[1] != k or min(last[0], last[2]) <= 0:
-            return n_cap, p
+            return n_cap, self._fit.predict(n_cap, k)
         n0, _, p0 = last
         seen = np.minimum(GREW * n0, n0 * self.params.utilisation * xs / p0)
         n = np.maximum(n_cap, np.floor(seen))

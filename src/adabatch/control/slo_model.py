@@ -202,8 +202,13 @@ class ProcessingFit:
         ``1 / CATCH_UP_GROWTH`` of the fewest records measured: below, the fit has no
         evidence of the fixed cost per batch (fitted through the origin, it predicts a
         small batch nearly free), so a miss there is the fit's to learn, not noise."""
-        lo = self.smallest(blocks)
-        return lo > 0 and records >= lo / CATCH_UP_GROWTH
+        lo = self.fewest_known(blocks)
+        return lo > 0 and records >= lo
+
+    def fewest_known(self, blocks: int) -> float:
+        """The fewest records of a batch whose fixed cost the fit has evidence of:
+        ``1 / CATCH_UP_GROWTH`` of the fewest measured (0 before any)."""
+        return self.smallest(blocks) / CATCH_UP_GROWTH
 
     def largest(self, blocks: int) -> float:
         """The most records of a batch in ``blocks`` blocks the memory holds (0: none)."""
