@@ -5,6 +5,7 @@ version runs on Spark in tests/bench/test_bench_quick.py)."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -105,11 +106,15 @@ def test_catching_up_is_when_record_latency_stays_within_the_target() -> None:
     live = [batch(i, latency=1.6, record_latency=1.2) for i in range(20, 40)]
     o = outcome("x", behind + live)
     result = ms.catch_up(o, behind_s=10.0, target=2.0)
-    assert result.caught_up_s == pytest.approx(live[0].finished_at - 10.0)
+    assert result.caught_up_s == pytest.approx(behind[-1].finished_at - 10.0)
     assert result.largest_batch == 5000 and result.met_after
     never = outcome("y", behind)
     assert ms.catch_up(never, behind_s=10.0, target=2.0).caught_up_s != pytest.approx(0)
     assert not ms.catch_up(never, behind_s=10.0, target=2.0).met_after
+    # a longer first batch on target is the controller's interval choice, not catch-up time
+    slow_first = [replace(live[0], finished_at=live[0].finished_at + 0.9), *live[1:]]
+    assert ms.catch_up(outcome("z", behind + slow_first), 10.0, 2.0) == result
+    assert ms.catch_up(outcome("w", live), behind_s=10.0, target=2.0).caught_up_s == 0.0
 
 
 def test_the_best_trigger_is_the_cheapest_that_met_the_target() -> None:

@@ -73,15 +73,20 @@ def ratio(a: float, b: float) -> float:
 class CatchUp:
     """How a run that started ``behind_s`` behind caught up."""
 
-    caught_up_s: float  # seconds after the query started until it stayed caught up (NaN: never)
+    caught_up_s: float  # seconds after the query started until its last late batch ended
     largest_batch: int  # most records in one batch
     met_after: bool  # after catching up, its batches met the target (p95)
 
 
 def catch_up(o: Outcome, behind_s: float, target: float) -> CatchUp:
-    """From the first batch after which every batch's record latency stays within
-    ``target``: the time since the query started (stream time ``behind_s``); whether the
-    batches from there on meet ``target`` at the p95."""
+    """A run is caught up when the last batch whose records waited longer than ``target``
+    ends: from then on every record it reads is within the target. Its time is counted
+    from the query's start (stream time ``behind_s``); ``met_after`` says whether the
+    batches from there on meet ``target`` at the p95.
+
+    The first batch on target does not count towards the catch-up: how long it runs is the
+    controller's choice of interval at the target (slo plans a long, cheap one; a record
+    cap cuts at once), not time spent behind."""
     records = list(o.records)
     largest = max((r.records for r in records), default=0)
     start = len(records)
@@ -91,7 +96,7 @@ def catch_up(o: Outcome, behind_s: float, target: float) -> CatchUp:
         start = i
     if start >= len(records):
         return CatchUp(math.nan, largest, False)
-    caught = records[start].finished_at - behind_s
+    caught = records[start - 1].finished_at - behind_s if start else 0.0
     after = [r.latency_s for r in records[start:]]
     return CatchUp(caught, largest, p95(after) <= target * MET_TOLERANCE)
 
