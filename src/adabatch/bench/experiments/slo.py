@@ -293,7 +293,7 @@ def _catch_up_verdicts(group: str, mine: Sequence[Outcome]) -> list[Verdict]:
     runs = {o.name: ms.catch_up(o, sc.BEHIND_S, t) for o in mine}
     evidence = "; ".join(
         f"{o.name.removeprefix(o.config.group.replace(' / ', '-') + '-')}: caught up after "
-        f"{report.fmt(runs[o.name].caught_up_s, 0)} s, largest batch "
+        f"{report.fmt(runs[o.name].caught_up_s, 1)} s, largest batch "
         f"{runs[o.name].largest_batch:,}"
         for o in mine
     )
