@@ -73,7 +73,7 @@ def ratio(a: float, b: float) -> float:
 class CatchUp:
     """How a run that started ``behind_s`` behind caught up."""
 
-    caught_up_s: float  # seconds after the query started until its last late batch ended
+    caught_up_s: float  # seconds from the query start to its last late batch's end (NaN: never)
     largest_batch: int  # most records in one batch
     met_after: bool  # after catching up, its batches met the target (p95)
 
