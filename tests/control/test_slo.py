@@ -109,34 +109,16 @@ def noise_free(workload: str, **params: float) -> object:
     return make_workload(workload, {**base, **params})
 
 
-@pytest.mark.parametrize(
-    ("reserve", "interval", "latency"),
-    # p = 0.3 + 2e-5 n at 10,000 records/s: x + 0.3 + 0.2 x <= 2 up to x = 1.4167 s;
-    # with 3 % of the target in reserve, <= 1.94 up to x = 1.3667 s
-    [(0.0, 1.4, 1.98), (None, 1.35, 1.92)],
-)
-def test_the_longest_interval_that_meets_the_target(
-    reserve: float | None, interval: float, latency: float
-) -> None:
+def test_the_longest_interval_that_meets_the_target() -> None:
+    # p = 0.3 + 2e-5 n at 10,000 records/s: x + 0.3 + 0.2 x <= 2 up to x = 1.4167 s
     model = noise_free("filter", overhead_s=0.3, per_record_s=2e-5)
-    ctrl = SloController(target=2, **({} if reserve is None else {"reserve": reserve}))
+    ctrl = SloController(target=2)
     out = run_simulation(ctrl, model, parse_profile("constant:10000"), 300.0)
-    assert [r.interval_s for r in out.records[-50:]] == [interval] * 50
+    assert [r.interval_s for r in out.records[-50:]] == [1.4] * 50
     state = ctrl.metrics_state()
     assert state["mode"] == "target" and state["slo_met"] is True
-    assert state["predicted_latency_s"] == pytest.approx(latency)
+    assert state["predicted_latency_s"] == pytest.approx(1.98)
     assert state["margin"] == pytest.approx(1.0)
-
-
-def test_the_reserve_does_not_put_a_target_in_reach_out_of_it() -> None:
-    # as above, stable from x = 0.43 s: at 0.45 s the latency is 0.84 s, within a 0.85 s
-    # target though not within its goal 0.85 * 0.97 = 0.8245 s
-    model = noise_free("filter", overhead_s=0.3, per_record_s=2e-5)
-    ctrl = SloController(target=0.85)
-    out = run_simulation(ctrl, model, parse_profile("constant:10000"), 120.0)
-    assert all(r.interval_s == pytest.approx(0.45) for r in out.records[-20:])
-    assert {r.controller_state["mode"] for r in out.records[-20:]} == {"target"}
-    assert ctrl.metrics_state()["slo_met"] is True and not ctrl.metrics_state()["warned"]
 
 
 def test_no_interval_past_where_processing_grows_faster_than_the_interval() -> None:
@@ -165,12 +147,9 @@ def test_meets_the_target_at_less_cpu_than_fixed_point(
     kept = after_warmup(result.records)
     assert p95_latency(kept) <= target
     assert cpu_per_record(kept) < cpu_per_record(fixed_point(workload, spec))
-    # never called out of reach (a lone floor plan at the edge of a fast Markov state is
-    # no such call: the warning takes CONFIRM in a row); a rate step may leave a backlog
-    # drained in one batch
+    # never called out of reach; a rate step may leave a backlog drained in one batch
     modes = [r.controller_state["mode"] for r in kept]
-    assert not any(r.controller_state["warned"] for r in kept)
-    assert "overload" not in modes and modes.count("floor") <= 0.01 * len(modes)
+    assert not {"floor", "overload"} & set(modes)
     assert modes.count("catch-up") <= 3
 
 
@@ -212,13 +191,10 @@ def test_follows_a_rate_step_within_two_batches() -> None:
         plans = [r.controller_state["interval"] for r in new]
         # new[0] holds the step and shows part of the new rate: the next plan moves ...
         assert (plans[0] - old) * (level - old) > 0
-        # ... and new[1] shows all of it: the plan made after its report is near the new
-        # rate's interval, and so is the median plan after it (a plan that answers a
-        # batch that ran long is shorter; within 15 %: at 8,000 records/s the interval is
-        # where p/x is least, a flat optimum the model finds as it learns that part of
-        # its curve)
-        assert abs(plans[1] - level) <= 0.15 * level
-        assert abs(float(np.median(plans[1:31])) - level) <= 0.15 * level
+        # ... and new[1] shows all of it: every plan made after its report is near the
+        # new rate's interval (within 15 %: at 8,000 records/s the interval is where p/x
+        # is least, a flat optimum the model finds as it learns that part of its curve)
+        assert all(abs(x - level) <= 0.15 * level for x in plans[1:31])
     assert steady(540.0, 600.0) < steady(240.0, 300.0) - 1.0  # the step moved the interval
 
 
@@ -238,7 +214,7 @@ def test_a_cpu_taken_away_shortens_the_next_cut_at_its_first_slow_report(seed: i
     assert len(over) <= 2
 
 
-@pytest.mark.parametrize("seed", [0, 1])  # seeds 2-4, 6: no batch runs into the load
+@pytest.mark.parametrize("seed", [2, 3])
 def test_no_batch_waits_in_a_queue_behind_a_slow_one(seed: int) -> None:
     """The CPU is gone for a second: the batch that runs into it takes four times as
     long. The next one is cut when it finishes, with what arrived by then, as Spark's
@@ -299,7 +275,7 @@ def test_a_cost_over_the_margin_goes_to_the_ratios_not_to_the_latency_error() ->
     assert ctrl.margins().delta <= 0.05
 
 
-@pytest.mark.parametrize("seed", [2, 3, 5])  # seeds 0, 1, 4: no window fills, none misses
+@pytest.mark.parametrize("seed", [0, 2, 3])
 def test_a_burst_under_an_open_window_cuts_it_when_full(seed: int) -> None:
     """The rate quadruples under a planned 4.5 s window. A window that fills with more
     records than still meet a 5 s target is cut once it holds that many (``cut_when_full``)

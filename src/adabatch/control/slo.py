@@ -53,15 +53,11 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
             (fixed-point §3.3.3), so no interval past it is chosen. Only x whose batch
             holds at least a quarter of the smallest measured count (below, the fit
             has no evidence of the fixed cost per batch)
-    G    = target·(1 - reserve)    the goal: a share of the target (``reserve``, 0.03)
-                                   left for a rise in cost no batch has shown yet
-    F    = {x in S : x <= x_cpu, L(x) <= G}
+    F    = {x in S : x <= x_cpu, L(x) <= target}
 
     F not empty  ->  x = max F                                 mode "target"
                      (if F is empty only because of the latest ratio, the rule runs
-                     without it: one slow batch is not a lasting loss of reach; if
-                     only because of the reserve or ``plan_percentile``, at ``G =
-                     target`` and ``percentile``: the target is in reach)
+                     without it: one slow batch is not a lasting loss of reach)
     S not empty  ->  x = argmin_S L, the target is out of reach mode "floor"
     S empty      ->  overload: for each x the most records n_cap(x) with
                      m_u·p̂(n) <= u·x, or if more, the latest batch's n_l·u·x/p_l (at
@@ -72,16 +68,6 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
                      the longest x, no cap below a quarter of the fewest records measured
                      while a larger one is usable; the plan caps the batch at n_cap(x)
                      records                                   mode "overload"
-
-The reserve: aimed at the target itself, the plans put a cost that rises before any batch
-shows it on the wrong side of the target (on Spark, join at 9,000 records/s as a background
-CPU load began, 5 s target: plans before it predicted 4.95-4.99 s, the three batches at its
-onset ran to 5.04-5.22 s, a p95 of 5.075 s over 27 batches). It applies to the plans of
-mode "target" alone, and only where the target is in reach with it; the caps that cut a
-window when full, overload and catch-up keep to the target itself. In the simulator
-(``benchmarks/slo_sim.py``, 1-hour sine and Markov, local[2] fits, targets 1, 2, 5 s) it
-costs 0-6 % more processing per record (most at 1 s on join) and, where the target is in
-reach, the batches over it fall from 0.0-1.2 % to 0.0-0.3 %.
 
 Overload caps rise with what the latest batch shows because a load's slow batches bend
 the fit past every interval and no capped batch reaches their record counts to refresh
@@ -183,7 +169,7 @@ goes to the ``adabatch.control.slo`` logger, naming the target, the best achieva
 latency and why; once it is met again (``CONFIRM`` reports in a row with ``slo_met``) a
 second line takes the warning back, and it may come again.
 
-Size: this docstring states the whole model and decision rule (about 190 lines) so that
+Size: this docstring states the whole model and decision rule (about 180 lines) so that
 the code (about 750 lines, the model apart in slo_model) can be read against it.
 """
 
@@ -357,14 +343,6 @@ class SloController(Controller):
             high=100_000,
         ),
         Param(
-            "reserve",
-            0.03,
-            "share of the target the plans leave unused, for a rise in cost no batch has "
-            "shown yet (the batches at a load's onset were planned without it)",
-            low=0.0,
-            high=0.5,
-        ),
-        Param(
             "initial_margin",
             1.3,
             f"margin on predicted processing time until {MIN_RATIOS} batches were predicted",
@@ -530,10 +508,9 @@ class SloController(Controller):
         return self._decision
 
     def margins(self, *, latest: bool = True, aim: bool = True) -> Margins:
-        """``m_q``, ``m_u``, ``δ`` and the goal for the next decision (module docstring);
-        ``latest`` counts the latest ratio in ``m_q``; ``aim``: quantiles at
-        ``plan_percentile`` and the target less ``reserve``, else at ``percentile`` and the
-        target itself."""
+        """``m_q``, ``m_u`` and ``δ`` for the next decision (module docstring); ``latest``
+        counts the latest ratio in ``m_q``; ``aim``: quantiles at ``plan_percentile``,
+        else at ``percentile``."""
         key = (latest, aim)
         if key not in self._margins:
             pct = self._aim if aim else self.params.percentile
@@ -546,12 +523,10 @@ class SloController(Controller):
                 m_u = max(1.0, m_u or 0.0)
             lo, hi = MARGIN_RANGE
             delta = self._errors.quantile(pct) if len(self._errors) >= MIN_RATIOS else 0.0
-            target = self.params.target
             self._margins[key] = Margins(
                 min(max(float(m_q), lo), hi),  # type: ignore[arg-type]
                 min(max(float(m_u), lo), hi),  # type: ignore[arg-type]
                 max(0.0, float(delta or 0.0)),
-                target * (1.0 - self.params.reserve) if aim else target,
             )
         return self._margins[key]
 
@@ -589,14 +564,14 @@ class SloController(Controller):
     def _rule(self, xs: np.ndarray, m: Margins) -> Decision:
         """The decision rule over the candidate intervals ``xs`` at margins ``m``."""
         assert self._rate is not None
-        k, target = self.params.blocks, m.goal
+        k, target = self.params.blocks, self.params.target
         u = self.params.utilisation
         arriving = self._fit.predict(self._rate * xs, k)
         if self._backlog and not self._fit.fitted(k):
             return self._catch_up(m, xs, arriving)
         if not self._fit.fitted(k):
             lat = xs + m.q * arriving + m.delta
-            return self._start(xs, lat, m.u * arriving <= u * xs + _EPS, m.goal)
+            return self._start(xs, arriving, lat, m.u * arriving <= u * xs + _EPS)
         # the next batch takes what waits in the source as well (up to its cap)
         p = arriving
         if self._backlog and self._meets(xs, arriving, m):
@@ -660,11 +635,13 @@ class SloController(Controller):
         """Whether some interval of ``xs`` with processing ``p`` is stable and meets the
         target."""
         stable = m.u * p <= self.params.utilisation * xs + _EPS
-        return bool((stable & (xs + m.q * p + m.delta <= m.goal + _EPS)).any())
+        return bool((stable & (xs + m.q * p + m.delta <= self.params.target + _EPS)).any())
 
-    def _start(self, xs: np.ndarray, lat: np.ndarray, stable: np.ndarray, goal: float) -> Decision:
+    def _start(
+        self, xs: np.ndarray, p: np.ndarray, lat: np.ndarray, stable: np.ndarray
+    ) -> Decision:
         """Before the fit: the rule on the proportional model, else a probe."""
-        ok = stable & (lat <= goal + _EPS)
+        ok = stable & (lat <= self.params.target + _EPS)
         if ok.any():
             i = int(np.flatnonzero(ok)[-1])
             return Decision("start", float(xs[i]), None, float(lat[i]))

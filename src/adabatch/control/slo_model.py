@@ -318,13 +318,12 @@ def ratio(observed: float, predicted: float) -> float | None:
 
 @dataclass(frozen=True)
 class Margins:
-    """What the decision adds to the model: ``m_q``, ``m_u`` and ``δ``, and the latency
-    ``goal`` the plans keep within: the target less its reserve (module docstring)."""
+    """What the decision adds to the model: ``m_q``, ``m_u`` and ``δ`` (module
+    docstring)."""
 
     q: float
     u: float
     delta: float
-    goal: float
 
 
 @dataclass(frozen=True)
