@@ -8,6 +8,7 @@ before the load, while it runs (``--resources``, by default 0.4 of the cores fro
 to 200 s), just after it and late after it.
 
     .venv/bin/python benchmarks/slo_load_sim.py [--seeds 0,1,2,3] [--out runs/load.jsonl]
+        [--param NAME=VALUE]
 
 (Window at 150,000 records/s, target 5 s, four seeds: p95 under the load 5.9-6.3 s and
 mean intervals 2.6-2.7 s after it, against 3.2-3.3 s before, with the controller as it
@@ -63,7 +64,15 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2,3")
     parser.add_argument("--resources", default="0.4@100s-200s")
     parser.add_argument("--out", type=Path, help="JSON lines: every batch of every run")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a further slo parameter, e.g. plan_percentile=99 (repeatable)",
+    )
     args = parser.parse_args()
+    args.param = dict(kv.split("=", 1) for kv in args.param)
     logging.disable(logging.WARNING)  # the controller's console lines, one per run
     seeds = [int(s) for s in args.seeds.split(",")]
     phases = (*PHASES, LATE)
@@ -76,7 +85,7 @@ def main() -> None:
                 workload, profile, "400s", seed=seed, resources=args.resources,
                 model=LOCAL2_FITS.get(workload),
             )  # fmt: skip
-            records = list(simulate(sc, "slo", {"target": target}).records)
+            records = list(simulate(sc, "slo", {**args.param, "target": target}).records)
             cells = []
             for _, lo, hi in phases:
                 m = phase(records, lo, hi)

@@ -17,7 +17,7 @@ and target, one table row:
   over 0.1 s steps (the hindsight oracle; ``-`` when none meets it).
 
     .venv/bin/python benchmarks/slo_sim.py [--models calibrated,default] [--duration 1h]
-        [--targets 1,2,5] [--json runs/slo_sim.json]
+        [--targets 1,2,5] [--json runs/slo_sim.json] [--param NAME=VALUE]
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def rows_for(
     sweep = sweep_static(sc, grid)
     out = []
     for target in args.targets:
-        result = simulate(sc, "slo", {"target": target})
+        result = simulate(sc, "slo", {**args.param, "target": target})
         kept = [r for r in result.records if r.cut_at >= skip_s]
         lat = np.array([r.latency_s for r in kept])
         modes = [r.controller_state["mode"] for r in kept]
@@ -149,7 +149,15 @@ def main() -> None:
     parser.add_argument("--warmup", default="300s")
     parser.add_argument("--targets", default="1,2,5", help="latency targets, comma-separated")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a further slo parameter, e.g. plan_percentile=99 (repeatable)",
+    )
     args = parser.parse_args()
+    args.param = dict(kv.split("=", 1) for kv in args.param)
     args.targets = [parse_duration(t) for t in args.targets.split(",")]
     # a target out of reach shows as the mode column; keep the table free of its warning
     logging.getLogger("adabatch.control.slo").setLevel(logging.ERROR)
