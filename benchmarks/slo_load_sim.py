@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from adabatch.control.registry import parse_params
 from adabatch.metrics import BatchRecord
 from adabatch.runs.simulated import make_scenario, simulate
 from adabatch.sim.workloads import LOCAL2_FITS
@@ -64,15 +65,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2,3")
     parser.add_argument("--resources", default="0.4@100s-200s")
     parser.add_argument("--out", type=Path, help="JSON lines: every batch of every run")
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a further slo parameter, e.g. plan_percentile=99 (repeatable)",
-    )
+    parser.add_argument("--param", action="append", metavar="K=V", help="further slo parameter")
     args = parser.parse_args()
-    args.param = dict(kv.split("=", 1) for kv in args.param)
+    args.param = parse_params(args.param)
     logging.disable(logging.WARNING)  # the controller's console lines, one per run
     seeds = [int(s) for s in args.seeds.split(",")]
     phases = (*PHASES, LATE)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from adabatch.control.registry import parse_params
 from adabatch.metrics import RunSummary
 from adabatch.params import parse_duration
 from adabatch.runs.simulated import Scenario, make_scenario, simulate, sweep_static
@@ -149,15 +150,9 @@ def main() -> None:
     parser.add_argument("--warmup", default="300s")
     parser.add_argument("--targets", default="1,2,5", help="latency targets, comma-separated")
     parser.add_argument("--json", type=Path, help="also write the rows here")
-    parser.add_argument(
-        "--param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a further slo parameter, e.g. plan_percentile=99 (repeatable)",
-    )
+    parser.add_argument("--param", action="append", metavar="K=V", help="further slo parameter")
     args = parser.parse_args()
-    args.param = dict(kv.split("=", 1) for kv in args.param)
+    args.param = parse_params(args.param)
     args.targets = [parse_duration(t) for t in args.targets.split(",")]
     # a target out of reach shows as the mode column; keep the table free of its warning
     logging.getLogger("adabatch.control.slo").setLevel(logging.ERROR)
