@@ -54,11 +54,19 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
             holds at least a quarter of the smallest measured count (below, the fit
             has no evidence of the fixed cost per batch)
     F    = {x in S : x <= x_cpu, L(x) <= target}
+    R(x) = c·max(0, x - m_q·P(x))       the reserve: a share c (``idle_reserve``) of the
+                                        interval the batch leaves idle, kept back for a
+                                        rise in cost no batch has shown yet
+    F_R  = {x in F : L(x) + R(x) <= target}
 
-    F not empty  ->  x = max F                                 mode "target"
+    F_R not empty -> x = max F_R                               mode "target"
+    F not empty   -> x = max F          (the reserve alone does not put the target out
+                                        of reach)              mode "target"
                      (if F is empty only because of the latest ratio, the rule runs
                      without it: one slow batch is not a lasting loss of reach)
     S not empty  ->  x = argmin_S L, the target is out of reach mode "floor"
+                     (where that L is over FLOOR_SPREAD (1.5) times the least L of
+                     any x with m_u·P(x) <= x, the longest such x within that bound)
     S empty      ->  overload: for each x the most records n_cap(x) with
                      m_u·p̂(n) <= u·x, or if more, the latest batch's n_l·u·x/p_l (at
                      most GREW·n_l: what that batch shows fits); x maximises the
@@ -69,6 +77,21 @@ not capped, blocks ``k`` and every allowed interval ``x`` (multiples of ``granul
                      while a larger one is usable; the plan caps the batch at n_cap(x)
                      records                                   mode "overload"
 
+The reserve is for the batches a change of cost reaches before any ratio shows it: a
+plan aimed at the target itself lands them over it. It is taken from the idle part of the
+interval, so it is large where batches are long against their processing (a long target,
+few batches, where the misses of one load's onset are a large share of them) and next to
+nothing where processing fills the interval (a short target, where an interval cut
+shorter costs the most CPU per record). On Spark, join at 9,000 records/s and a 5 s
+target, the three batches at a background CPU load's onset ran to 5.04-5.22 s (processing
+0.37 s before it, 0.59-1.12 s after): a p95 of 5.075 s over the run's 27 batches, where
+the 2 s trigger met 5 s. Replayed closed loop through the slowdowns six such Spark runs
+measured (``benchmarks/slo_trace_sim.py``), c = 0.1 took join's p95 at 5 s from 4.82-5.08
+s to 4.50-4.83 s, and at 2 s met the target on the three runs where the 1 s trigger met
+it (1.90-1.99 s, against 1.99-2.05 s without it); over the 1-hour sine and Markov
+simulations (``benchmarks/slo_sim.py``) it cost 1-5 % more processing per record, at
+most 1.05x the best static interval's.
+
 Overload caps rise with what the latest batch shows because a load's slow batches bend
 the fit past every interval and no capped batch reaches their record counts to refresh
 them (simulated, window at 150,000 records/s and a 5 s target while a load leaves 0.2 of
@@ -78,6 +101,15 @@ Ties go to the longest interval and small caps are left out because a fit withou
 cost gives every interval the same records/s: the shortest, 0.1 s, made batches of a few
 thousand records whose fixed cost read as ratios of 5-10 (on Spark, window under a CPU
 load: margin 7, overload 40 s after the load had gone).
+
+The floor gives up part of its headroom where keeping it all would cost latency: with
+little fixed cost in the fit and ``m_u·b·r`` near ``u``, the shortest interval with
+headroom lies far out (on Spark, window under a CPU load on a slow boot, a 2 s target:
+a floor of 8.9 s and batches at 15.3 and 10.2 s of latency). Simulated, window at
+150,000 records/s and a 5 s target under a load that leaves about 0.95 of an interval to
+the work, ten seeds (``benchmarks/slo_load_sim.py``): p95 under the load 5.8-18.3 s with
+the whole headroom, 5.8-9.2 s with the bound (without the reserve above, at a 4.85 s
+target: 5.9-26.2 s and 5.9-9.2 s).
 
 The floor is the shortest interval with headroom, not batches cut back to back (Spark's
 default trigger), though the model predicts less latency there: on Spark they share the
@@ -161,15 +193,15 @@ for generic code that builds every controller).
 
 Reporting: ``metrics_state()`` (written with every batch) carries ``slo_met`` (the
 decision meets the target and the observed batch latency at the percentile over the
-last ``window`` batches is within it), ``achievable_latency_s`` (the least predicted
-latency of any stable interval; the capped batch latency in overload), the mode, the
+last ``window`` batches is within it), ``achievable_latency_s`` (the floor's predicted
+latency; the capped batch latency in overload), the mode, the
 rate, the estimated backlog and the margin. The first time the target is found out of
 reach (``CONFIRM`` observed batches in a row once the fit is in use) one warning line
 goes to the ``adabatch.control.slo`` logger, naming the target, the best achievable
 latency and why; once it is met again (``CONFIRM`` reports in a row with ``slo_met``) a
 second line takes the warning back, and it may come again.
 
-Size: this docstring states the whole model and decision rule (about 180 lines) so that
+Size: this docstring states the whole model and decision rule (about 200 lines) so that
 the code (about 750 lines, the model apart in slo_model) can be read against it.
 """
 
@@ -225,6 +257,9 @@ CATCH_UP_DRAIN = 1.25
 CAPS_KEPT = 8
 # Plans remembered until their batch is reported (for the latency error behind δ).
 PENDING_KEPT = 64
+# The floor keeps the utilisation headroom only while it costs at most this factor of
+# the least latency of an interval whose mean processing fits in it.
+FLOOR_SPREAD = 1.5
 # The margin is kept in this range (a window of wild ratios must not make plans absurd).
 MARGIN_RANGE = (0.5, 100.0)
 # Overload intervals within this share of the most records/s are ties, broken toward the
@@ -341,6 +376,14 @@ class SloController(Controller):
             kind=int,
             low=10,
             high=100_000,
+        ),
+        Param(
+            "idle_reserve",
+            0.1,
+            "share of the interval a batch leaves idle (x - m_q * p) kept back from the "
+            "target, for a rise in cost no batch has shown yet (0: none)",
+            low=0.0,
+            high=1.0,
         ),
         Param(
             "initial_margin",
@@ -597,17 +640,36 @@ class SloController(Controller):
         if not np.isfinite(cost).any():
             cost = np.where(stable, p / xs, np.inf)
         i_cpu = int(np.flatnonzero(cost <= cost.min())[-1])
-        ok = stable & (lat <= target + _EPS) & (np.arange(len(xs)) <= i_cpu)
-        achievable = float(lat[stable].min())
+        held = self.params.idle_reserve * np.maximum(0.0, xs - m.q * p)
+        meets = stable & (lat <= target + _EPS) & (np.arange(len(xs)) <= i_cpu)
+        ok = meets & (lat + held <= target + _EPS)
+        if not ok.any():
+            ok = meets
+        i_floor = self._floor(xs, p, lat, stable, m)
+        achievable = float(lat[i_floor])
         if ok.any():
             i, mode = int(np.flatnonzero(ok)[-1]), "target"
         else:
-            i, mode = int(np.argmin(np.where(stable, lat, np.inf))), "floor"
+            i, mode = i_floor, "floor"
         x = float(xs[i])
         cap = self._backlog_cap(x, m) if self._backlog > 0 else None
         pq = float(m.q * p[i])
         model_i = float(model[i])
         return Decision(mode, x, cap, float(lat[i]), achievable, pq, None, model_i, m.q)
+
+    def _floor(
+        self, xs: np.ndarray, p: np.ndarray, lat: np.ndarray, stable: np.ndarray, m: Margins
+    ) -> int:
+        """The floor's interval: the least latency among the stable ``xs``, unless that
+        is more than ``FLOOR_SPREAD`` times the least of any interval whose mean
+        processing fits in it; then the longest such interval within that bound."""
+        assert self._rate is not None
+        i = int(np.argmin(np.where(stable, lat, np.inf)))
+        keeps_up = (m.u * p <= xs + _EPS) & (self._rate * xs <= self._trusted())
+        bound = FLOOR_SPREAD * float(lat[keeps_up].min())
+        if lat[i] <= bound + _EPS:
+            return i
+        return int(np.flatnonzero(keeps_up & (lat <= bound + _EPS))[-1])
 
     def _drain(self) -> bool:
         """Whether a backlog the target cannot absorb is read at full speed: more than the
