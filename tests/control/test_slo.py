@@ -360,6 +360,22 @@ def test_a_target_below_the_processing_floor_is_reported_and_the_run_stays_stabl
     assert p95_latency(kept) < p95_latency(after_warmup(simulate(scenario, "fixed-point").records))
 
 
+def test_near_the_edge_of_stability_the_floor_gives_up_headroom_for_latency() -> None:
+    # p = 0.3 + 8.5e-5 n; at 9,500 records/s P(x) = 0.3 + 0.8075 x keeps up from x = 1.56 s
+    # (latency 1.8075 x + 0.3: 3.19 s at the grid's 1.6 s) and has 10 % headroom only
+    # from 3.24 s (6.17 s): a 4 s target is out of reach, and the floor is the longest
+    # interval within 1.5 x 3.19 s, 2.45 s at 4.73 s (at 5,000 records/s first, batches
+    # of about 13,000 records were measured: the fit is trusted up to four times that)
+    model = noise_free("filter", overhead_s=0.3, per_record_s=8.5e-5)
+    ctrl = SloController(target=4)
+    out = run_simulation(ctrl, model, parse_profile("steps:5000@0,9500@120s"), 300.0)
+    assert [r.interval_s for r in out.records[-20:]] == [2.45] * 20
+    state = ctrl.metrics_state()
+    assert state["mode"] == "floor" and state["slo_met"] is False
+    assert state["achievable_latency_s"] == pytest.approx(4.728, abs=0.001)
+    assert max(r.latency_s for r in out.records[-20:]) == pytest.approx(4.728, abs=0.001)
+
+
 def test_a_warning_found_wrong_later_is_taken_back(caplog: pytest.LogCaptureFixture) -> None:
     """A 0.5 s target at 50,000 records/s: the first batches predict 0.51 s at the
     shortest stable interval, so the target is reported out of reach; the later batches
