@@ -879,8 +879,8 @@ class SloController(Controller):
         if d.mode == "floor":
             return (
                 f"{head} cannot be met: the best achievable is {d.achievable_latency_s:.2f} s "
-                f"at interval {d.interval_s:g} s, the shortest stable one; the processing "
-                f"floor there is {d.processing_s:.2f} s"
+                f"at interval {d.interval_s:g} s; the processing floor there is "
+                f"{d.processing_s:.2f} s"
             )
         if d.mode == "overload":
             lo, hi = self._bounds.low, self._bounds.high
