@@ -122,7 +122,7 @@ def quick_param(name: str) -> object:
     return pytest.param(name, marks=marks)
 
 
-@pytest.mark.timeout(1200)
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("name", [quick_param(n) for n in registry.names()])
 def test_quick_experiment_holds_its_headline(name: str, spark, tmp_path: Path, capsys) -> None:
     result, failures = run_quick(name, spark, tmp_path)
