@@ -665,7 +665,7 @@ class SloController(Controller):
         processing fits in it; then the longest such interval within that bound."""
         assert self._rate is not None
         i = int(np.argmin(np.where(stable, lat, np.inf)))
-        keeps_up = (m.u * p <= xs + _EPS) & (self._rate * xs <= self._trusted())
+        keeps_up = self._stable(xs, p, m, utilisation=1.0)
         bound = FLOOR_SPREAD * float(lat[keeps_up].min())
         if lat[i] <= bound + _EPS:
             return i
@@ -677,11 +677,14 @@ class SloController(Controller):
         goes on until the backlog is gone)."""
         return self._draining or self._backlog > self._fit.largest(self.params.blocks)
 
-    def _stable(self, xs: np.ndarray, p: np.ndarray, m: Margins) -> np.ndarray:
+    def _stable(
+        self, xs: np.ndarray, p: np.ndarray, m: Margins, utilisation: float | None = None
+    ) -> np.ndarray:
         """Which intervals ``xs`` with processing ``p`` are stable (mean processing within
-        ``utilisation`` of the interval) with a batch the fit is trusted with."""
+        ``utilisation`` of the interval, by default the parameter) with a batch the fit is
+        trusted with."""
         assert self._rate is not None
-        u = self.params.utilisation
+        u = self.params.utilisation if utilisation is None else utilisation
         return (m.u * p <= u * xs + _EPS) & (self._rate * xs <= self._trusted())
 
     def _meets_at(self, x: float) -> bool:
