@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -78,7 +79,11 @@ def test_a_kept_run_replays_end_to_end(
     out = tmp_path / "trace.jsonl"
     argv = [str(SCRIPT), str(run), "--targets", "2", "--variant", "none:idle_reserve=0"]
     monkeypatch.setattr(sys, "argv", [*argv, "--out", str(out)])
-    trace_sim.main()
+    disabled = logging.root.manager.disable
+    try:
+        trace_sim.main()
+    finally:  # the script silences every log line in its process; this one goes on
+        logging.disable(disabled)
     table = capsys.readouterr().out.splitlines()
     assert table[1].startswith("join-cpu-slo-2s") and "|" in table[1]
     batches = [json.loads(line) for line in out.read_text().splitlines()]
