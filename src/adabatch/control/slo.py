@@ -191,15 +191,21 @@ batch, not of the rate, and the memory keeps every record-count bin it has seen 
 ``target`` has no default: a user names the latency they need (``EXAMPLE_PARAMS`` has one
 for generic code that builds every controller).
 
-Reporting: ``metrics_state()`` (written with every batch) carries ``slo_met`` (the
-decision meets the target and the observed batch latency at the percentile over the
-last ``window`` batches is within it), ``achievable_latency_s`` (the floor's predicted
-latency; the capped batch latency in overload), the mode, the
-rate, the estimated backlog and the margin. The first time the target is found out of
-reach (``CONFIRM`` observed batches in a row once the fit is in use) one warning line
-goes to the ``adabatch.control.slo`` logger, naming the target, the best achievable
-latency and why; once it is met again (``CONFIRM`` reports in a row with ``slo_met``) a
-second line takes the warning back, and it may come again.
+Reporting: ``metrics_state()`` (written with every batch) carries ``out_of_reach``,
+``slo_met`` (not out of reach, the decision of mode "target", "floor" or a "start"
+predicted to meet the target, and the observed batch latency at the percentile over the
+last ``window`` batches within it), ``achievable_latency_s`` (the floor's predicted
+latency; the capped batch latency in overload), the mode, the rate, the estimated
+backlog and the margin. The target is out of reach in overload, and under floor
+decisions once ``CONFIRM`` batches of a run of them ended over the target: a floor plan
+alone comes from the margin, which keeps a load's onset for up to ``window`` batches
+after the fit has learnt the load (on Spark, window at 300,000 records/s and a 5 s target
+under a background CPU load: 18 floor plans at a predicted 6.7-8.4 s while their batches
+ran to 2.9-4.8 s, p95 4.78 s over the run). The first time it is out of reach
+(``CONFIRM`` overload decisions in a row, or the floor confirmed) one warning line goes
+to the ``adabatch.control.slo`` logger, naming the target, the best achievable latency
+and why; once it is met again (``CONFIRM`` reports in a row with ``slo_met``) a second
+line takes the warning back, and it may come again.
 
 Size: this docstring states the whole model and decision rule (about 200 lines) so that
 the code (about 750 lines, the model apart in slo_model) can be read against it.
@@ -432,7 +438,8 @@ class SloController(Controller):
         self._plan: tuple[float, BatchPlan, bool] | None = None
         self._queue_delay = 0.0
         self._draining = False  # the latest decision was a catch-up
-        self._streak = 0  # decisions in a row with the target out of reach
+        self._streak = 0  # overload decisions in a row
+        self._misses = 0  # batches over the target in this run of out-of-reach decisions
         self._met_streak = 0  # reports in a row with the target met
         self._warned: list[str] = []
         self._observed = 0
@@ -835,11 +842,21 @@ class SloController(Controller):
         happened), ``None`` before the first."""
         return self._latencies.quantile(self.params.percentile)
 
+    def out_of_reach(self) -> bool:
+        """The target is reported out of reach: overload, or a floor decision once
+        ``CONFIRM`` batches of its run of floor or overload decisions ended over the target (a floor
+        whose batches meet the target is the margin's error: see the module docstring)."""
+        mode = self._current().mode
+        return mode == "overload" or (mode == "floor" and self._misses >= CONFIRM)
+
     def slo_met(self) -> bool:
-        """The plan is predicted to meet the target and the observed batch latency at the
-        percentile over the window is within it."""
+        """The observed batch latency at the percentile over the window is within the
+        target, and the plan is predicted to meet it or is a floor its batches have not
+        confirmed."""
         d = self._current()
-        predicted = d.mode == "target" or (
+        if self.out_of_reach():
+            return False
+        predicted = d.mode in ("target", "floor") or (
             d.mode == "start"
             and d.predicted_latency_s is not None
             and d.predicted_latency_s <= self.params.target + _EPS
@@ -848,13 +865,18 @@ class SloController(Controller):
         return predicted and seen is not None and seen <= self.params.target + _EPS
 
     def _verdict(self, d: Decision) -> None:
-        """Count reports in a row with the target out of reach, and in a row met: warn
-        once per kind when it is out of reach, and take the warning back once it is met
-        again (an early verdict from few batches, or a load that fell, is not left
-        standing on the console)."""
-        self._streak = self._streak + 1 if d.mode in OUT_OF_REACH else 0
-        self._met_streak = self._met_streak + 1 if self.slo_met() else 0
-        if self._streak >= CONFIRM and d.mode not in self._warned:
+        """Count overload decisions in a row, batches over the target in a run of floor or
+        overload decisions, and reports in a row met: warn once per kind when the target
+        is out of reach, and take the warning back once it is met again (an early verdict
+        from few batches, or a load that fell, is not left standing on the console)."""
+        latest = self._latencies.values[-1]
+        over = int(latest > self.params.target + _EPS)
+        self._misses = self._misses + over if d.mode in OUT_OF_REACH else 0
+        self._streak = self._streak + 1 if d.mode == "overload" else 0
+        met = self.slo_met()
+        self._met_streak = self._met_streak + 1 if met else 0
+        confirmed = self._streak >= CONFIRM or self._misses >= CONFIRM
+        if confirmed and d.mode not in self._warned:
             self._warned.append(d.mode)
             log.warning(self.explain(d))
         elif self._warned and self._met_streak >= CONFIRM:
@@ -906,6 +928,7 @@ class SloController(Controller):
             "interval": d.interval_s,
             "max_records": d.max_records,
             "slo_met": self.slo_met(),
+            "out_of_reach": self.out_of_reach(),
             "target_s": self.params.target,
             "achievable_latency_s": d.achievable_latency_s,
             "predicted_latency_s": d.predicted_latency_s,
@@ -924,7 +947,7 @@ class SloController(Controller):
         """The verdict of :meth:`metrics_state`; when not met, why in a few words."""
         d, p, seen = self._current(), self.params, self.observed_latency()
         why = "still learning" if d.mode == "start" else "no interval is predicted to meet it"
-        if d.mode == "floor" and d.processing_s is not None:
+        if d.mode == "floor" and self.out_of_reach() and d.processing_s is not None:
             why = f"the processing floor is {d.processing_s:.2f} s"
         elif d.mode == "overload" and d.capacity_rps is not None:
             why = f"at most {d.capacity_rps:,.0f} records/s fit in any interval"
@@ -952,6 +975,7 @@ class SloController(Controller):
             "pending": [[t, *v] for t, v in self._pending.items()],
             "caps": list(self._caps),
             "streak": self._streak,
+            "misses": self._misses,
             "met_streak": self._met_streak,
             "draining": self._draining,
         }
@@ -978,6 +1002,7 @@ class SloController(Controller):
             self._queue_delay = float(state.get("queue_delay_s", 0.0))
             self._caps = [int(c) for c in state.get("caps", [])][-CAPS_KEPT:]
             self._streak = int(state.get("streak", 0))
+            self._misses = int(state.get("misses", 0))
             self._met_streak = int(state.get("met_streak", 0))
             self._draining = bool(state.get("draining", False))
             self._warned = [str(w) for w in state.get("warned", [])]

@@ -103,10 +103,9 @@ def catch_up(o: Outcome, behind_s: float, target: float) -> CatchUp:
 
 def infeasible_within(o: Outcome) -> int | None:
     """The 1-based batch at which the ``slo`` controller first reported its target out of
-    reach (mode floor or overload, not met); None if it never did."""
+    reach; None if it never did."""
     for i, r in enumerate(o.records, start=1):
-        state = r.controller_state
-        if state.get("mode") in ("floor", "overload") and state.get("slo_met") is False:
+        if r.controller_state.get("out_of_reach"):
             return i
     return None
 
