@@ -844,8 +844,8 @@ class SloController(Controller):
 
     def out_of_reach(self) -> bool:
         """The target is reported out of reach: overload, or a floor decision once
-        ``CONFIRM`` batches of its run of floor or overload decisions ended over the target (a floor
-        whose batches meet the target is the margin's error: see the module docstring)."""
+        ``CONFIRM`` batches of its run of floor or overload decisions ended over the
+        target (a floor whose batches meet it is the margin's error: module docstring)."""
         mode = self._current().mode
         return mode == "overload" or (mode == "floor" and self._misses >= CONFIRM)
 
