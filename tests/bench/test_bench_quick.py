@@ -26,6 +26,7 @@ from ci_quick import LONG_ON_SPARK, NEEDS_SERVICES
 
 from adabatch.bench import model, registry, resume, runner
 from adabatch.cli import main
+from adabatch.control.fingerprint import code_fingerprint
 
 pytestmark = pytest.mark.spark
 
@@ -47,6 +48,8 @@ def check_files(result: model.ExperimentResult) -> None:
         assert (o.dir / "metrics.jsonl").is_file() and (o.dir / "summary.json").is_file()
         assert o.summary.batches > 0
         assert o.summary.extra["cpu_s_per_million_records"] is not None
+        # which code ran: None for Spark's own triggers
+        assert o.summary.extra["controller_code"] == code_fingerprint(o.config.controller)
     for fig in result.analysis.figures:
         assert fig.path.is_file() and fig.path.stat().st_size > 1000
     section = result.section.read_text()

@@ -16,6 +16,7 @@ from itertools import pairwise
 import pytest
 
 from adabatch.api import read_stream
+from adabatch.control.fingerprint import code_fingerprint
 from adabatch.metrics import read_jsonl
 from adabatch.runs.spark_job import RunConfig, run_spark
 from adabatch.streaming.progress import ProgressLog, attach, detach, source_batches
@@ -118,6 +119,7 @@ def test_run_writes_a_line_per_batch_as_it_goes_and_leaves_the_conf(spark, tmp_p
         ids = [p["batchId"] for p in lines]
         assert ids == sorted(set(ids))
         assert result.summary.extra["spark_busy_fraction"] > 0
+        assert result.summary.extra["controller_code"] == code_fingerprint("static")
         counts.append(len(lines))
         assert spark.conf.getAll == conf
     assert counts[1] > counts[0]

@@ -23,6 +23,7 @@ import numpy as np
 from adabatch.batching import QUEUE_MODES
 from adabatch.control import registry
 from adabatch.control.base import Controller
+from adabatch.control.fingerprint import code_fingerprint
 from adabatch.errors import AdabatchError, shown
 from adabatch.metrics import BatchRecord, RunSummary, summarize, write_jsonl
 from adabatch.outputs import OutputDir, open_output
@@ -188,6 +189,7 @@ def simulate(
         "end_s": out.end_s,
         "cuts": out.cuts,
         "controller_params": dict(ctrl.params),
+        "controller_code": code_fingerprint(type(ctrl)),
         "model": scenario.model.values(),
         "resources": scenario.resources.spec,
         "poisson": scenario.poisson,

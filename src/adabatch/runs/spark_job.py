@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from adabatch.control.fingerprint import code_fingerprint
 from adabatch.errors import AdabatchError
 from adabatch.metrics import BatchRecord, RunSummary, read_jsonl, summarize
 from adabatch.outputs import OutputDir, open_output
@@ -498,6 +499,7 @@ def _summary_extra(
         "seed": cfg.seed,
         "keys": cfg.keys,
         "controller_params": dict(cfg.params),
+        "controller_code": code_fingerprint(cfg.controller),
         "requested_duration_s": cfg.duration_s,
         "interrupted": interrupted,
         "wall_s": wall,
@@ -592,8 +594,7 @@ def _drain(
     while query.isActive and time.time() < deadline:
         meter.sample()
         tail.poll()
-        if tail.earlier + len(tail.records) + lost >= status.handed:
-            return
-        if stop is not None and stop.is_set():
+        done = tail.earlier + len(tail.records) + lost >= status.handed
+        if done or (stop is not None and stop.is_set()):
             return
         time.sleep(0.05)
