@@ -132,19 +132,78 @@ def test_the_best_trigger_is_the_cheapest_that_met_the_target() -> None:
     assert ms.over_target(slow, 2.0) == pytest.approx(1.0)
 
 
-def test_a_workload_measured_on_two_boots_fails_the_one_machine_verdict() -> None:
+def test_a_shape_measured_on_two_boots_fails_the_one_machine_verdict() -> None:
+    """Shapes may run on different boots (CPU compares within a shape); a shape may not."""
     from adabatch.bench.experiments import slo
 
-    def on(boot: str | None) -> Outcome:
-        o = outcome("x", [batch(i, latency=1.5, record_latency=1.0) for i in range(5)])
+    def on(shape: str, boot: str | None) -> Outcome:
+        o = outcome("x", [batch(i, latency=1.5, record_latency=1.0) for i in range(5)],
+                    group=f"reduce / {shape}")  # fmt: skip
         return Outcome(o.config, o.summary.with_values(host_boot=boot), o.records, o.dir)
 
-    (one,) = slo._one_machine_verdicts([on("a"), on("a")])
-    assert one.holds and one.evidence == "2 runs on 1 boot(s)"
-    (two,) = slo._one_machine_verdicts([on("a"), on("b")])
-    assert not two.holds and "2 boot(s)" in two.evidence
-    (unknown,) = slo._one_machine_verdicts([on("a"), on(None)])
-    assert not unknown.holds and "1 without a boot id" in unknown.evidence
+    (one,) = slo._one_machine_verdicts([on("sine", "a"), on("sine", "a"), on("cpu", "b")])
+    assert one.holds and one.evidence == "3 runs on 2 boot(s)"
+    (two,) = slo._one_machine_verdicts([on("sine", "a"), on("sine", "b"), on("cpu", "b")])
+    assert not two.holds and two.evidence.endswith("mixed within sine")
+    (unknown,) = slo._one_machine_verdicts([on("cpu", "a"), on("cpu", None)])
+    assert not unknown.holds and "1 without a boot id; mixed within cpu" in unknown.evidence
+
+
+def test_slo_runs_of_two_versions_of_the_controller_fail_the_one_code_verdict() -> None:
+    from adabatch.bench.experiments import slo
+
+    def ran(code: str | None, controller: str = "slo") -> Outcome:
+        o = outcome("x", [batch(i, latency=1.5, record_latency=1.0) for i in range(5)],
+                    controller=controller, params={"target": 2.0})  # fmt: skip
+        return Outcome(o.config, o.summary.with_values(controller_code=code), o.records, o.dir)
+
+    (one,) = slo._one_code_verdicts([ran("abc"), ran("abc"), ran(None, "spark-default")])
+    assert one.holds and one.evidence == "2 slo runs on 1 version(s) (abc)"
+    (two,) = slo._one_code_verdicts([ran("abc"), ran("def")])
+    assert not two.holds and "2 version(s) (abc, def)" in two.evidence
+    (kept,) = slo._one_code_verdicts([ran("abc"), ran(None)])
+    assert not kept.holds and kept.evidence.endswith("1 without a code fingerprint")
+
+
+def test_one_trigger_setting_for_every_shape_is_compared_by_its_ratios_per_shape() -> None:
+    """slo against the one trigger that met the target on every shape: the geometric mean
+    of the per-shape CPU ratios, which a shape measured on a slower boot leaves alone."""
+    from adabatch.bench.experiments import slo
+
+    def run(shape: str, cpu: float, *, trigger: str | None = None, lat: float = 1.5) -> Outcome:
+        records = [batch(i, latency=lat, record_latency=1.0) for i in range(30)]
+        if trigger is None:
+            o = outcome(f"{shape}-slo", records, params={"target": 2.0},
+                        group=f"reduce / {shape}")  # fmt: skip
+        else:
+            o = outcome(f"{shape}-t{trigger[-2]}", records, controller="spark-default",
+                        trigger=trigger, group=f"reduce / {shape}")  # fmt: skip
+        summary = o.summary.with_values(cpu_s_per_million_records=cpu)
+        return Outcome(o.config, summary, o.records, o.dir)
+
+    one_s, two_s = "processingTime:1s", "processingTime:2s"
+    # the sine shape ran on a boot twice as slow: 4x slo's CPU against the constant's
+    runs = [
+        run("constant", 40.0), run("constant", 50.0, trigger=one_s),
+        run("sine", 160.0), run("sine", 200.0, trigger=one_s),
+        run("constant", 30.0, trigger=two_s, lat=2.5), run("sine", 60.0, trigger=two_s),
+    ]  # fmt: skip
+    (verdict,) = slo._one_setting_verdicts(runs)
+    assert verdict.holds  # the 2 s trigger missed 2 s on the constant shape
+    assert verdict.evidence == (
+        "slo / processingTime:1s: constant 0.80x, sine 0.80x; geometric mean 0.80x"
+    )
+    # slo 10 % over the trigger on the slow boot's shape, 20 % under on the other: by the
+    # mean CPU (130 against 125) the slower boot's shape would decide
+    runs[2] = run("sine", 220.0)
+    (verdict,) = slo._one_setting_verdicts(runs)
+    assert verdict.holds and "sine 1.10x; geometric mean 0.94x" in verdict.evidence
+    runs[2] = run("sine", 260.0)
+    (verdict,) = slo._one_setting_verdicts(runs)
+    assert not verdict.holds and "geometric mean 1.02x" in verdict.evidence
+    # a shape where slo did not run leaves the ratio unknown, and the verdict fails
+    (verdict,) = slo._one_setting_verdicts([r for r in runs if r.name != "sine-slo"])
+    assert not verdict.holds and "sine -" in verdict.evidence
 
 
 def simulated(config: Config, settings: Settings) -> Outcome:
