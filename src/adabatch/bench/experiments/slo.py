@@ -16,11 +16,12 @@ must pick when the load changes).
 
 CPU per record compares only on one machine at one time: the same 1 s trigger used 64 CPU
 s per million records in one session on local[2] and about twice that in the one before,
-and the same boot ran a 60 s join 1.7x slower in its first hour than later. So CPU figures
-are compared within a load shape (its runs take about 25 minutes), each shape's runs on one
-boot (``host_boot``, which every run records; a verdict per workload checks it), and across
-shapes only as ratios: the one-setting verdict takes the geometric mean of slo's per-shape
-ratios to a trigger's, which a bench resumed shape by shape across sessions leaves intact.
+and one boot ran a 60 s join 1.4x slower half an hour after it than an hour later. So CPU
+figures are compared within a load shape (its runs take about 25 minutes), each shape's
+runs on one boot (``host_boot``, which every run records; a verdict per workload checks
+it), and across shapes only as ratios: the one-setting verdict takes the geometric mean of
+slo's per-shape ratios to a trigger's, which a bench resumed shape by shape across sessions
+leaves intact.
 """
 
 from __future__ import annotations
