@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 from pathlib import Path
 
@@ -42,6 +43,12 @@ def test_docstrings_keep_the_fingerprint_and_code_moves_it(
     # (slo_model imports fixed_point)
     assert fp._closure(same) == {same} | {
         f"adabatch.control.{m}" for m in ("slo_model", "base", "fixed_point")
+    }
+    # a relative import inside the package, resolved against the importing module
+    tree = ast.parse("from . import slo_model\nfrom .base import Controller\n")
+    assert set(fp._imports(tree, "adabatch.control.x")) == {
+        "adabatch.control.slo_model",
+        "adabatch.control.base",
     }
 
 

@@ -51,7 +51,7 @@ def _closure(module: str) -> set[str]:
         if mod in seen:
             continue
         seen.add(mod)
-        todo += [m for m in _imports(_tree(mod)) if m.startswith(PACKAGE + ".")]
+        todo += [m for m in _imports(_tree(mod), mod) if m.startswith(PACKAGE + ".")]
     return seen
 
 
@@ -63,19 +63,32 @@ def _tree(module: str) -> ast.Module:
         return ast.parse(f.read(), filename=spec.origin)
 
 
-def _imports(tree: ast.Module) -> list[str]:
-    """Absolute module names ``tree`` imports (``from adabatch.control import x`` names
-    module ``adabatch.control.x`` when there is one)."""
+def _imports(tree: ast.Module, module: str) -> list[str]:
+    """Absolute names of the modules ``tree``, the code of ``module``, imports; ``from
+    package import x`` names module ``package.x`` too when there is one."""
     out: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.append(node.module)
-            if node.module == PACKAGE:
-                subs = (f"{PACKAGE}.{a.name}" for a in node.names)
-                out += [m for m in subs if importlib.util.find_spec(m) is not None]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative to the package of ``module``
+                parent = module.rsplit(".", node.level)[0]
+                base = f"{parent}.{base}" if base else parent
+            out.append(base)
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                if sub.startswith(PACKAGE + ".") and _is_module(sub):
+                    out.append(sub)
     return [m for m in out if m != PACKAGE]
+
+
+def _is_module(name: str) -> bool:
+    """Whether ``name`` is a module (``package.attribute`` is not)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # the parent is a module, not a package
+        return False
 
 
 def _code(module: str) -> str:
