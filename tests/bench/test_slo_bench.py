@@ -182,7 +182,7 @@ def test_one_trigger_setting_for_every_shape_is_compared_by_its_ratios_per_shape
         return Outcome(o.config, summary, o.records, o.dir)
 
     one_s, two_s = "processingTime:1s", "processingTime:2s"
-    # the sine shape ran on a boot twice as slow: 4x slo's CPU against the constant's
+    # the sine shape ran on a slower boot: slo's and the 1 s trigger's CPU 4x the constant's
     runs = [
         run("constant", 40.0), run("constant", 50.0, trigger=one_s),
         run("sine", 160.0), run("sine", 200.0, trigger=one_s),
