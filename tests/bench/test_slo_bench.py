@@ -138,7 +138,7 @@ def test_a_shape_measured_on_two_boots_fails_the_one_machine_verdict() -> None:
 
     def on(shape: str, boot: str | None) -> Outcome:
         o = outcome("x", [batch(i, latency=1.5, record_latency=1.0) for i in range(5)],
-                    group=f"reduce / {shape}")  # fmt: skip
+                    group=f"reduce / {shape}", labels={"shape": shape})  # fmt: skip
         return Outcome(o.config, o.summary.with_values(host_boot=boot), o.records, o.dir)
 
     (one,) = slo._one_machine_verdicts([on("sine", "a"), on("sine", "a"), on("cpu", "b")])
@@ -174,10 +174,11 @@ def test_one_trigger_setting_for_every_shape_is_compared_by_its_ratios_per_shape
         records = [batch(i, latency=lat, record_latency=1.0) for i in range(30)]
         if trigger is None:
             o = outcome(f"{shape}-slo", records, params={"target": 2.0},
-                        group=f"reduce / {shape}")  # fmt: skip
+                        group=f"reduce / {shape}", labels={"shape": shape})  # fmt: skip
         else:
             o = outcome(f"{shape}-t{trigger[-2]}", records, controller="spark-default",
-                        trigger=trigger, group=f"reduce / {shape}")  # fmt: skip
+                        trigger=trigger, group=f"reduce / {shape}",
+                        labels={"shape": shape})  # fmt: skip
         summary = o.summary.with_values(cpu_s_per_million_records=cpu)
         return Outcome(o.config, summary, o.records, o.dir)
 

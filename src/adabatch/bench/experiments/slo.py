@@ -195,10 +195,10 @@ def _one_machine_verdicts(outcomes: Sequence[Outcome]) -> list[Verdict]:
         mine = [o for o in outcomes if o.config.workload == w]
         boots = [o.summary.extra.get("host_boot") for o in mine]
         mixed = []
-        for g in dict.fromkeys(o.config.group for o in mine):
-            shape = [o.summary.extra.get("host_boot") for o in mine if o.config.group == g]
-            if len(set(shape)) > 1 or None in shape:
-                mixed.append(g.split(" / ")[-1])
+        for shape in dict.fromkeys(_shape(o) for o in mine):
+            ids = [o.summary.extra.get("host_boot") for o in mine if _shape(o) == shape]
+            if len(set(ids)) > 1 or None in ids:
+                mixed.append(shape)
         known = set(filter(None, boots))
         evidence = f"{len(boots)} runs on {len(known)} boot(s)"
         if None in boots:
@@ -313,7 +313,7 @@ def _one_setting_verdicts(outcomes: Sequence[Outcome]) -> list[Verdict]:
                 mine = [o for o in runs if o.config.trigger == trig]
                 if mine and all(ms.meets(o, t) for o in mine):
                     ratios = {
-                        o.config.group.split(" / ")[-1]: (
+                        _shape(o): (
                             ms.ratio(ms.cpu(slo[o.config.group]), ms.cpu(o))
                             if o.config.group in slo
                             else math.nan
@@ -378,6 +378,11 @@ def _overload_verdict(group: str, o: Outcome) -> Verdict:
         f"{sink.get('mismatched_keys', '-')} keys differ from the generator's",
         headline=True,
     )
+
+
+def _shape(o: Outcome) -> str:
+    """The load shape ``o`` ran (its config's ``shape`` label)."""
+    return o.config.labels["shape"]
 
 
 def _geomean(values: Sequence[float]) -> float:
