@@ -37,22 +37,22 @@ def code_fingerprint(controller: str | type[Controller]) -> str | None:
 @cache
 def _fingerprint(module: str) -> str:
     digest = hashlib.sha256()
-    for mod in sorted(_closure(module)):
-        digest.update(mod.encode() + b"\0" + _code(mod).encode() + b"\0")
+    for mod, tree in sorted(_closure(module).items()):
+        digest.update(mod.encode() + b"\0" + _code(tree).encode() + b"\0")
     return digest.hexdigest()[:12]
 
 
-def _closure(module: str) -> set[str]:
-    """``module`` and the control modules it imports, transitively."""
-    seen: set[str] = set()
+def _closure(module: str) -> dict[str, ast.Module]:
+    """``module`` and the control modules it imports, transitively, each parsed once."""
+    trees: dict[str, ast.Module] = {}
     todo = [module]
     while todo:
         mod = todo.pop()
-        if mod in seen:
+        if mod in trees:
             continue
-        seen.add(mod)
-        todo += [m for m in _imports(_tree(mod), mod) if m.startswith(PACKAGE + ".")]
-    return seen
+        trees[mod] = _tree(mod)
+        todo += [m for m in _imports(trees[mod], mod) if m.startswith(PACKAGE + ".")]
+    return trees
 
 
 def _tree(module: str) -> ast.Module:
@@ -91,9 +91,8 @@ def _is_module(name: str) -> bool:
         return False
 
 
-def _code(module: str) -> str:
-    """The module's parsed code with every docstring taken out."""
-    tree = _tree(module)
+def _code(tree: ast.Module) -> str:
+    """A module's parsed code with every docstring taken out (``tree`` is changed)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             first = node.body[0] if node.body else None
