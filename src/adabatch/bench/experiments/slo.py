@@ -65,11 +65,11 @@ FLOOR_BATCHES = 10  # a target below the floor is reported within this many batc
 # still compiling 8 s in: the first full run (reduce, slo at 1 s) spent 206 ms in Spark's
 # addBatch per batch in its first 20 s, 166 ms in its last, and 1.18x the CPU per record
 # of the 0.5 s trigger that ran later; a full run, where 10 % decide, warms up longer.
-# 60 s was not enough once each load shape ran in its own session: join's warm-up on
-# Spark's default trigger fell from 0.64 s per batch in its first 10 s to 0.39-0.42 s at
-# 30-60 s, where the same trigger took 0.27-0.28 s later on that boot, and the first
-# config after it (slo at 1 s) cost 1.07-1.29x the CPU per batch that the triggers' costs
-# at its batch count predict, on four shapes.
+# 60 s was not enough once each load shape ran in its own session: join's warm-up (the
+# keys shape) fell from 0.64 s per batch in its first 10 s to 0.39-0.42 s at 30-60 s,
+# where the same trigger on the same minute of the profile took 0.32-0.35 s 14 minutes
+# later, and the first config after it (slo at 1 s) cost 1.07-1.29x the CPU per batch
+# that the triggers' costs at its batch count predict, on four shapes.
 QUICK_SESSION_WARMUP_S, FULL_SESSION_WARMUP_S = 8.0, 180.0
 
 
