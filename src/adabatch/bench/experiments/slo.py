@@ -68,8 +68,8 @@ FLOOR_BATCHES = 10  # a target below the floor is reported within this many batc
 # 60 s was not enough once each load shape ran in its own session: join's warm-up (the
 # keys shape) fell from 0.64 s per batch in its first 10 s to 0.39-0.42 s at 30-60 s,
 # where the same trigger on the same minute of the profile took 0.32-0.35 s 14 minutes
-# later, and the first config after it (slo at 1 s) cost 1.07-1.29x the CPU per batch
-# that the triggers' costs at its batch count predict, on four shapes.
+# later; a 180 s warm-up (markov) read 0.51 s in its first 15 s and 0.28-0.34 s after
+# 120 s, where the same trigger took 0.25-0.29 s in a run 13 minutes later.
 QUICK_SESSION_WARMUP_S, FULL_SESSION_WARMUP_S = 8.0, 180.0
 
 
