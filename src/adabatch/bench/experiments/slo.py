@@ -69,7 +69,7 @@ FLOOR_BATCHES = 10  # a target below the floor is reported within this many batc
 # keys shape) fell from 0.64 s per batch in its first 10 s to 0.39-0.42 s at 30-60 s,
 # where the same trigger on the same minute of the profile took 0.32-0.35 s 14 minutes
 # later; a 180 s warm-up (markov) read 0.51 s in its first 15 s and 0.28-0.34 s after
-# 120 s, where the same trigger took 0.25-0.29 s in a run 13 minutes later.
+# 120 s, where the same trigger took 0.26-0.29 s over that profile 14 minutes later.
 QUICK_SESSION_WARMUP_S, FULL_SESSION_WARMUP_S = 8.0, 180.0
 
 
