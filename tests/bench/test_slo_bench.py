@@ -60,6 +60,20 @@ def test_a_full_run_warms_the_session_up_longer_than_quick(tmp_path: Path) -> No
     assert exp.session_warmup_s(Settings(tmp_path, quick=True)) == slo.QUICK_SESSION_WARMUP_S
 
 
+def test_the_warm_up_runs_live_where_the_first_config_starts_behind(tmp_path: Path) -> None:
+    from adabatch.bench.runner import warmup_config
+
+    configs = get_experiment("slo").configs(Settings(tmp_path, quick=False))
+    behind = next(c for c in configs if c.group == "join / catch-up")
+    assert behind.source_options["startingBacklog"] == "300s"
+    warm = warmup_config(behind, 180.0)
+    assert "startingBacklog" not in warm.source_options
+    assert (warm.controller, warm.trigger, warm.duration_s) == ("spark-default", "default", 180.0)
+    assert (warm.workload, warm.profile) == (behind.workload, behind.profile)
+    keys = next(c for c in configs if c.group == "join / keys")
+    assert warmup_config(keys, 180.0).source_options == keys.source_options
+
+
 def test_only_the_cpu_shape_gets_a_background_load(tmp_path: Path) -> None:
     exp = get_experiment("slo")
     ctx = Context(Settings(tmp_path, quick=False), tmp_path / "slo")
