@@ -6,12 +6,12 @@ cost the fit has learnt since stops widening the margin; the latest ones count a
 measured, so an onset still counts at once. It patches the controller in this process
 only and runs ``benchmarks/slo_trace_sim.py`` with the same arguments:
 
-    REFIT=1 .venv/bin/python benchmarks/unfinished/margin_refit_trial.py \\
+    REFIT=1 .venv/bin/python benchmarks/slo-trials/margin_refit_trial.py \\
         runs/slo-full/slo/window-cpu-slo-{1,2,5}s --targets 2,5
 
 ``REFIT=0`` runs the controller as committed, for the side by side. Not kept: on Spark
 the re-read took the spread of a load's batches out of the margin and did worse
-(``benchmarks/unfinished/README.md``).
+(``benchmarks/slo-trials/README.md``).
 """
 
 from __future__ import annotations
